@@ -1,0 +1,86 @@
+/**
+ * Migration runner: numbered plain-SQL files in `migrations/`, applied forward-only in one
+ * transaction under an advisory lock, so that any number of processes may run it at once
+ * (DESIGN.md §2). The version row is inserted before the migration's SQL runs.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type pg from "pg";
+import { lockClassFor } from "../queue/lock-class.js";
+import {
+  appliedMigrations,
+  createMigrationsTable,
+  migrationLock,
+  notifyTriggerChannel,
+  recordMigration,
+  retargetNotifyTriggers,
+} from "../queue/sql/schema.js";
+import { quoteIdentifier, quoteLiteral } from "../queue/sql/statement.js";
+import { withTransaction } from "./pool.js";
+
+const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), "migrations");
+
+/** One migration file: `0001_init.sql` → version 1, name `init`. */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+/** Reads the migration files in version order. */
+export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
+  return readdirSync(dir)
+    .filter((file) => /^\d{4}_[a-z0-9_]+\.sql$/.test(file))
+    .sort()
+    .map((file) => ({
+      version: Number.parseInt(file.slice(0, 4), 10),
+      name: file.slice(5, -4),
+      sql: readFileSync(join(dir, file), "utf8"),
+    }));
+}
+
+/** What {@link migrate} did. */
+export interface MigrateResult {
+  /** Versions applied by this call (empty: the schema was already current). */
+  applied: number[];
+  /** The schema's version afterwards. */
+  version: number;
+}
+
+/**
+ * Brings `schema` to the latest version and points the notify triggers at `notifyChannel`.
+ * Safe to run concurrently from several processes; a no-op when current.
+ * @throws the database error of a failing migration; nothing of it is kept.
+ */
+export async function migrate(
+  pool: pg.Pool,
+  options: { schema: string; notifyChannel: string },
+): Promise<MigrateResult> {
+  const { schema, notifyChannel } = options;
+  const migrations = loadMigrations();
+  return withTransaction(pool, async (client) => {
+    await client.query({ ...migrationLock(schema), values: [lockClassFor(schema)] });
+    await client.query(createMigrationsTable(schema).text);
+    const done = new Set((await client.query<{ version: number }>(appliedMigrations(schema).text)).rows.map((r) => r.version));
+    const applied: number[] = [];
+    for (const migration of migrations) {
+      if (done.has(migration.version)) continue;
+      await client.query({ ...recordMigration(schema), values: [migration.version, migration.name] });
+      await client.query(
+        migration.sql
+          .replaceAll(":SCHEMA", quoteIdentifier(schema))
+          .replaceAll(":NOTIFY_CHANNEL", quoteLiteral(notifyChannel)),
+      );
+      applied.push(migration.version);
+    }
+    const current = await client.query<{ args: string }>({
+      ...notifyTriggerChannel(schema),
+      values: [`${quoteIdentifier(schema)}.jobs`],
+    });
+    if (current.rows[0]?.args !== `${notifyChannel}\\000`) {
+      await client.query(retargetNotifyTriggers(schema, quoteLiteral(notifyChannel)));
+    }
+    return { applied, version: migrations.at(-1)?.version ?? 0 };
+  });
+}

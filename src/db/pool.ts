@@ -1,0 +1,59 @@
+/**
+ * Connections. The API and ledger reads share a `pg.Pool`; each worker process also opens two
+ * dedicated sessions (lock session, LISTEN session) that never go back to a pool, because
+ * advisory locks and LISTEN belong to the session that took them (DESIGN.md §5).
+ */
+import pg from "pg";
+
+// int8 (bigint) as a JS number: job ids and counts stay far below 2^53.
+pg.types.setTypeParser(20, (value: string) => Number.parseInt(value, 10));
+
+/** A client that can run queries: a pooled client, a dedicated client, or the pool itself. */
+export type Queryable = Pick<pg.ClientBase, "query">;
+
+/** Options for every connection taskqueue opens. */
+export interface ConnectionOptions {
+  connectionString: string;
+  /** Reported in `pg_stat_activity.application_name`. */
+  applicationName?: string;
+}
+
+/** Creates the shared pool. Idle errors (server restart) are logged by the owner, never thrown. */
+export function createPool(options: ConnectionOptions & { max?: number }): pg.Pool {
+  return new pg.Pool({
+    connectionString: options.connectionString,
+    application_name: options.applicationName ?? "taskqueue",
+    max: options.max ?? 10,
+  });
+}
+
+/** Opens one dedicated session (not pooled). The caller owns it and must `end()` it. */
+export async function connectSession(options: ConnectionOptions): Promise<pg.Client> {
+  const client = new pg.Client({
+    connectionString: options.connectionString,
+    application_name: options.applicationName ?? "taskqueue",
+  });
+  await client.connect();
+  return client;
+}
+
+/** Runs `fn` in a transaction on a client from `pool`; rolls back on any error and rethrows it. */
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const result = await fn(client);
+    await client.query("COMMIT");
+    return result;
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Capped exponential backoff for reconnects: 100 ms, 200 ms, ... up to `maxMs` (default 5 s). */
+export function reconnectDelayMs(attempt: number, maxMs = 5000): number {
+  return Math.min(100 * 2 ** attempt, maxMs);
+}

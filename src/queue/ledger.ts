@@ -1,0 +1,214 @@
+/**
+ * The job ledger's shared-pool side: enqueue, read, cancel, metrics, reap. Everything a worker
+ * does while it holds jobs goes through its {@link LockSession} instead.
+ */
+import type pg from "pg";
+import type { Queryable } from "../db/pool.js";
+import { type FieldProblem, JobNotFoundError, JobStateConflictError, JobValidationError } from "../errors.js";
+import { lockClassFor } from "./lock-class.js";
+import { type DeadLetterRow, type JobRow, rowToDeadLetter, rowToJob } from "./rows.js";
+import { heldJobLocks } from "./sql/claim.js";
+import { enqueueJob, enqueueJobs } from "./sql/enqueue.js";
+import { reapStaleJobs } from "./sql/finish.js";
+import { cancelJob, getDeadLetter, getJob, listJobs, metrics, ping, pruneStats } from "./sql/read.js";
+import {
+  type DeadLetterJob,
+  JOB_STATUSES,
+  type Job,
+  type JobSpec,
+  type JobStatus,
+  type ListJobsQuery,
+  type QueueMetrics,
+} from "./types.js";
+import { validateJobSpec } from "./validate.js";
+
+/** Retry policy applied to failed and reaped attempts (DESIGN.md §4). */
+export interface BackoffPolicy {
+  backoffBaseSeconds: number;
+  backoffMaxSeconds: number;
+  backoffJitter: boolean;
+}
+
+/** Options of enqueue calls. */
+export interface EnqueueOptions {
+  /**
+   * Run the insert on this client, e.g. inside the application's own transaction: the job then
+   * exists (and workers are notified) only if that transaction commits.
+   */
+  client?: Queryable;
+}
+
+/** Most jobs one {@link Ledger.addJobs} call accepts (one statement, all-or-nothing). */
+export const MAX_BATCH_JOBS = 10_000;
+
+/** Length of the trailing window of the rate metrics, seconds. */
+export const METRICS_WINDOW_SECONDS = 60;
+
+export class Ledger {
+  /** Advisory-lock class of this schema (see lock-class.ts). */
+  readonly lockClass: number;
+
+  /**
+   * @param pool shared pool for reads and autocommit writes.
+   * @param schema schema holding the tables (already migrated).
+   */
+  constructor(
+    private readonly pool: pg.Pool,
+    readonly schema: string,
+  ) {
+    this.lockClass = lockClassFor(schema);
+  }
+
+  /**
+   * Enqueues one job and returns it as stored.
+   * @throws {JobValidationError} on a bad spec; nothing is written.
+   */
+  async addJob(spec: JobSpec, options: EnqueueOptions = {}): Promise<Job> {
+    const job = validateJobSpec(spec);
+    const { rows } = await (options.client ?? this.pool).query<JobRow>({
+      ...enqueueJob(this.schema),
+      values: [job.type, job.payloadJson, job.priority, job.maxRetries, job.runAt],
+    });
+    return rowToJob(rows[0] as JobRow);
+  }
+
+  /**
+   * Enqueues up to {@link MAX_BATCH_JOBS} jobs in one statement, all or nothing, and returns them
+   * in the order given. Field names in errors are prefixed `jobs/<index>/`.
+   * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
+   * @throws {RangeError} for more than MAX_BATCH_JOBS specs.
+   */
+  async addJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<Job[]> {
+    if (specs.length > MAX_BATCH_JOBS) throw new RangeError(`at most ${MAX_BATCH_JOBS} jobs per batch`);
+    if (specs.length === 0) return [];
+    const types: string[] = [];
+    const payloads: string[] = [];
+    const priorities: number[] = [];
+    const maxRetries: number[] = [];
+    const runAts: (Date | null)[] = [];
+    const problems: FieldProblem[] = [];
+    specs.forEach((spec, index) => {
+      try {
+        const job = validateJobSpec(spec, `jobs/${index}/`);
+        types.push(job.type);
+        payloads.push(job.payloadJson);
+        priorities.push(job.priority);
+        maxRetries.push(job.maxRetries);
+        runAts.push(job.runAt);
+      } catch (error) {
+        if (error instanceof JobValidationError) problems.push(...error.problems);
+        else throw error;
+      }
+    });
+    if (problems.length > 0) throw new JobValidationError(problems);
+    const { rows } = await (options.client ?? this.pool).query<JobRow>({
+      ...enqueueJobs(this.schema),
+      values: [types, payloads, priorities, maxRetries, runAts],
+    });
+    return rows.map(rowToJob).sort((a, b) => a.id - b.id);
+  }
+
+  /** The job with this id, or null. */
+  async getJob(id: number): Promise<Job | null> {
+    const { rows } = await this.pool.query<JobRow>({ ...getJob(this.schema), values: [id] });
+    return rows[0] ? rowToJob(rows[0]) : null;
+  }
+
+  /** Jobs, newest first. */
+  async listJobs(query: ListJobsQuery = {}): Promise<Job[]> {
+    const { rows } = await this.pool.query<JobRow>({
+      ...listJobs(this.schema),
+      values: [query.status ?? null, query.type ?? null, query.createdAfter ?? null, query.limit ?? 50, query.offset ?? 0],
+    });
+    return rows.map(rowToJob);
+  }
+
+  /**
+   * Cancels a pending job and returns it (status `cancelled`).
+   * @throws {JobNotFoundError} no such job.
+   * @throws {JobStateConflictError} the job is not pending (claimed, running or finished).
+   */
+  async cancelJob(id: number): Promise<Job> {
+    const { rows } = await this.pool.query<JobRow & { cancelled: boolean }>({ ...cancelJob(this.schema), values: [id] });
+    const row = rows[0];
+    if (!row) throw new JobNotFoundError(id);
+    if (!row.cancelled) throw new JobStateConflictError(id, row.status, "cancel");
+    return rowToJob(row);
+  }
+
+  /** The dead-letter entry of a job, or null. */
+  async getDeadLetter(jobId: number): Promise<DeadLetterJob | null> {
+    const { rows } = await this.pool.query<DeadLetterRow>({ ...getDeadLetter(this.schema), values: [jobId] });
+    return rows[0] ? rowToDeadLetter(rows[0]) : null;
+  }
+
+  /**
+   * Queue figures from the database (DESIGN.md §8).
+   * @param workerLivenessSeconds a worker counts as active if its heartbeat is younger than this.
+   */
+  async metrics(workerLivenessSeconds: number, quantileSample = 1000): Promise<QueueMetrics> {
+    const { rows } = await this.pool.query<{
+      depth: Record<string, number>;
+      active_workers: number;
+      fenced_writes: number;
+      dead_letter_count: number;
+      done_in_window: number;
+      failed_in_window: number;
+      exec_seconds: number;
+      p50: number | null;
+      p90: number | null;
+      p99: number | null;
+      samples: number;
+    }>({ ...metrics(this.schema), values: [METRICS_WINDOW_SECONDS, workerLivenessSeconds, quantileSample] });
+    const r = rows[0];
+    if (!r) throw new Error("metrics query returned no row");
+    const depth = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(r.depth[s] ?? 0)])) as Record<JobStatus, number>;
+    const attempts = r.done_in_window + r.failed_in_window;
+    return {
+      depth,
+      activeWorkers: r.active_workers,
+      jobsPerSecond: r.done_in_window / METRICS_WINDOW_SECONDS,
+      errorRate: attempts === 0 ? 0 : r.failed_in_window / attempts,
+      averageExecutionSeconds: r.done_in_window === 0 ? null : r.exec_seconds / r.done_in_window,
+      executionSecondsQuantiles: { p50: r.p50, p90: r.p90, p99: r.p99, samples: r.samples },
+      deadLetterCount: r.dead_letter_count,
+      fencedWrites: r.fenced_writes,
+      windowSeconds: METRICS_WINDOW_SECONDS,
+    };
+  }
+
+  /**
+   * One reaper pass (DESIGN.md §6): held jobs with a heartbeat older than `staleThresholdSeconds`
+   * whose advisory lock nobody holds become a failed attempt (pending with backoff, or dead).
+   * Returns the reclaimed jobs as they are now. Safe to run from any number of processes at once.
+   */
+  async reapStale(policy: BackoffPolicy & { staleThresholdSeconds: number; limit?: number }): Promise<Job[]> {
+    const { rows } = await this.pool.query<JobRow>({
+      ...reapStaleJobs(this.schema),
+      values: [
+        policy.staleThresholdSeconds,
+        policy.limit ?? 1000,
+        this.lockClass,
+        policy.backoffBaseSeconds,
+        policy.backoffMaxSeconds,
+        policy.backoffJitter,
+      ],
+    });
+    await this.pool.query({ ...pruneStats(this.schema), values: [3600] });
+    return rows.map(rowToJob);
+  }
+
+  /** Resolves if the database answers and the schema is migrated; rejects otherwise. */
+  async ping(): Promise<void> {
+    await this.pool.query(ping(this.schema));
+  }
+
+  /** Jobs whose advisory lock some session holds: `[{jobKey, pid}]`, jobKey = id mod 2^31. */
+  async heldJobLocks(): Promise<{ jobKey: number; pid: number }[]> {
+    const { rows } = await this.pool.query<{ job_key: number; pid: number }>({
+      ...heldJobLocks(this.schema),
+      values: [this.lockClass],
+    });
+    return rows.map((r) => ({ jobKey: r.job_key, pid: r.pid }));
+  }
+}

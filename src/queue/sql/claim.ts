@@ -1,0 +1,84 @@
+import { lockKey, type Statement, statement } from "./statement.js";
+
+/**
+ * The claim protocol (DESIGN.md §5), one statement, one round trip, on the worker's lock session:
+ * pick due pending jobs of the handled types in claim order with FOR UPDATE SKIP LOCKED, take the
+ * session-level advisory lock of each while its row lock is held (skipping any whose lock another
+ * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
+ * applied before any lock is tried.
+ * $1 types text[], $2 limit int, $3 lock class int4, $4 worker id text.
+ * Returns the claimed jobs (unordered; callers sort by priority DESC, run_at, id).
+ */
+export const claimJobs = (schema: string): Statement =>
+  statement(
+    schema,
+    "claim_jobs",
+    `WITH candidates AS MATERIALIZED (
+       SELECT id FROM $S.jobs
+       WHERE status = 'pending' AND run_at <= now() AND type = ANY($1::text[])
+       ORDER BY priority DESC, run_at, id
+       LIMIT $2
+       FOR UPDATE SKIP LOCKED
+     ), locked AS MATERIALIZED (
+       SELECT id FROM candidates WHERE pg_try_advisory_lock(${lockKey("$3", "id")})
+     )
+     UPDATE $S.jobs AS j
+     SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = $4
+     FROM locked
+     WHERE j.id = locked.id
+     RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.created_at`,
+  );
+
+/**
+ * Fenced claimed → running. $1 ids bigint[], $2 attempts int[], $3 worker id. Returns ids that moved.
+ * A row only moves while this worker still owns this attempt's claim.
+ */
+export const markRunning = (schema: string): Statement =>
+  statement(
+    schema,
+    "mark_running",
+    `UPDATE $S.jobs AS j
+     SET status = 'running', started_at = now(), heartbeat_at = now()
+     FROM unnest($1::bigint[], $2::int[]) AS i(id, attempt)
+     WHERE j.id = i.id AND j.attempt = i.attempt AND j.worker_id = $3 AND j.status = 'claimed'
+     RETURNING j.id`,
+  );
+
+/**
+ * Heartbeat of a worker process: upserts its `workers` row and touches `heartbeat_at` of every job
+ * it holds (fenced). $1 worker id, $2 host, $3 pid, $4 types text[], $5 concurrency,
+ * $6 fenced writes so far, $7 held ids bigint[], $8 attempts int[]. Returns the ids still held.
+ */
+export const heartbeat = (schema: string): Statement =>
+  statement(
+    schema,
+    "heartbeat",
+    `WITH worker AS (
+       INSERT INTO $S.workers AS w (id, host, pid, types, concurrency, fenced_writes)
+       VALUES ($1, $2, $3, $4::text[], $5, $6)
+       ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), fenced_writes = excluded.fenced_writes
+     )
+     UPDATE $S.jobs AS j SET heartbeat_at = now()
+     FROM unnest($7::bigint[], $8::int[]) AS i(id, attempt)
+     WHERE j.id = i.id AND j.attempt = i.attempt AND j.worker_id = $1 AND j.status IN ('claimed', 'running')
+     RETURNING j.id`,
+  );
+
+/** Removes a worker's row at clean shutdown. $1 worker id. */
+export const deleteWorker = (schema: string): Statement =>
+  statement(schema, "delete_worker", `DELETE FROM $S.workers WHERE id = $1`);
+
+/**
+ * Job ids whose advisory lock (lock class $1) is held, by any session, with the holder's pid.
+ * For operators (inspect) and the tests that check no lock outlives its job.
+ */
+export const heldJobLocks = (schema: string): Statement =>
+  statement(
+    schema,
+    "held_job_locks",
+    `SELECT l.objid::bigint AS job_key, l.pid
+     FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND l.classid = ($1::int4::bigint & 4294967295)::oid`,
+  );

@@ -1,0 +1,29 @@
+import { JOB_COLUMNS, type Statement, statement } from "./statement.js";
+
+/**
+ * Inserts jobs given as parallel arrays (one element per job), in array order, and returns them.
+ * One statement for one job or ten thousand: the notify trigger fires once per statement.
+ * `run_at` NULL or in the past means now (DESIGN.md §8).
+ * $1 type text[], $2 payload jsonb[], $3 priority smallint[], $4 max_retries int[], $5 run_at timestamptz[]
+ */
+export const enqueueJobs = (schema: string): Statement =>
+  statement(
+    schema,
+    "enqueue_jobs",
+    `INSERT INTO $S.jobs (type, payload, priority, max_retries, run_at)
+     SELECT t.type, t.payload, t.priority, t.max_retries, greatest(coalesce(t.run_at, now()), now())
+     FROM unnest($1::text[], $2::jsonb[], $3::smallint[], $4::int[], $5::timestamptz[])
+       WITH ORDINALITY AS t(type, payload, priority, max_retries, run_at, ord)
+     ORDER BY t.ord
+     RETURNING ${JOB_COLUMNS}`,
+  );
+
+/** Inserts one job. $1 type, $2 payload jsonb, $3 priority, $4 max_retries, $5 run_at (NULL = now). */
+export const enqueueJob = (schema: string): Statement =>
+  statement(
+    schema,
+    "enqueue_job",
+    `INSERT INTO $S.jobs (type, payload, priority, max_retries, run_at)
+     VALUES ($1::text, $2::jsonb, $3::smallint, $4::int, greatest(coalesce($5::timestamptz, now()), now()))
+     RETURNING ${JOB_COLUMNS}`,
+  );

@@ -1,0 +1,141 @@
+import { JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
+
+/**
+ * A failed attempt, shared by handler failures and reaped jobs (DESIGN.md §4): the attempt count
+ * goes up, the error joins the history, and the job either waits `min(base * 2^a, max)` seconds
+ * (times a jitter factor in [0.5, 1]) or, with retries exhausted, dies. `a` is the 0-based number
+ * of the attempt that failed, i.e. `attempt` before this update.
+ * Parameters named here: $backoff_base, $backoff_max (float8 seconds), $jitter (bool).
+ */
+function failedAttemptSet(p: { error: string; workerId: string; base: string; max: string; jitter: string }) {
+  const exhausted = "j.attempt >= j.max_retries";
+  return `attempt = j.attempt + 1,
+     status = CASE WHEN ${exhausted} THEN 'dead' ELSE 'pending' END,
+     run_at = CASE WHEN ${exhausted} THEN j.run_at
+       ELSE now() + make_interval(secs => least(${p.base}::float8 * power(2, j.attempt), ${p.max}::float8)
+                                       * CASE WHEN ${p.jitter}::bool THEN 0.5 + random() * 0.5 ELSE 1 END) END,
+     completed_at = CASE WHEN ${exhausted} THEN now() END,
+     error = ${p.error},
+     errors = j.errors || jsonb_build_array(jsonb_build_object(
+       'attempt', j.attempt, 'error', ${p.error}, 'worker_id', ${p.workerId}, 'failed_at', now())),
+     claimed_at = NULL, heartbeat_at = NULL`;
+}
+
+/** Copies jobs that just died (rows of CTE `cte`) into dead_letter_jobs, once per job. */
+function deadLetterInsert(cte: string) {
+  return `INSERT INTO $S.dead_letter_jobs
+       (job_id, type, payload, priority, max_retries, error, attempts, errors, worker_id, created_at, died_at)
+     SELECT id, type, payload, priority, max_retries, error, attempt, errors, worker_id, created_at, now()
+     FROM ${cte} WHERE status = 'dead'
+     ON CONFLICT (job_id) DO NOTHING`;
+}
+
+const fence = (workerParam: string) =>
+  `j.id = i.id AND j.attempt = i.attempt AND j.worker_id = ${workerParam} AND j.status IN ('claimed', 'running')`;
+
+/**
+ * Fenced completion of a batch, then unlock, in one statement on the lock session.
+ * $1 ids bigint[], $2 attempts int[], $3 results jsonb[], $4 run times float8[] (milliseconds,
+ * measured by the worker; used for started_at of jobs never marked running), $5 worker id,
+ * $6 lock class. Returns every input id with `applied` (false: the claim was lost; nothing changed).
+ */
+export const completeJobs = (schema: string): Statement =>
+  statement(
+    schema,
+    "complete_jobs",
+    `WITH i AS (
+       SELECT * FROM unnest($1::bigint[], $2::int[], $3::jsonb[], $4::float8[]) AS t(id, attempt, result, run_ms)
+     ), done AS (
+       UPDATE $S.jobs AS j
+       SET status = 'done', result = i.result, completed_at = now(), heartbeat_at = now(),
+           started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
+       FROM i WHERE ${fence("$5")}
+       RETURNING j.id
+     )
+     SELECT i.id, done.id IS NOT NULL AS applied, pg_advisory_unlock(${lockKey("$6", "i.id")}) AS unlocked
+     FROM i LEFT JOIN done ON done.id = i.id`,
+  );
+
+/**
+ * Fenced failure of a batch (retry with backoff, or dead-letter in the same statement), then unlock.
+ * $1 ids, $2 attempts, $3 errors text[], $4 run times float8[] ms, $5 worker id, $6 lock class,
+ * $7 backoff base s, $8 backoff max s, $9 jitter. Returns input ids with `applied` and new `status`.
+ */
+export const failJobs = (schema: string): Statement =>
+  statement(
+    schema,
+    "fail_jobs",
+    `WITH i AS (
+       SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[]) AS t(id, attempt, error, run_ms)
+     ), failed AS (
+       UPDATE $S.jobs AS j
+       SET ${failedAttemptSet({ error: "i.error", workerId: "$5::text", base: "$7", max: "$8", jitter: "$9" })},
+           started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
+       FROM i WHERE ${fence("$5")}
+       RETURNING j.*
+     ), dead AS (
+       ${deadLetterInsert("failed")}
+     )
+     SELECT i.id, failed.id IS NOT NULL AS applied, failed.status,
+            pg_advisory_unlock(${lockKey("$6", "i.id")}) AS unlocked
+     FROM i LEFT JOIN failed ON failed.id = i.id`,
+  );
+
+/**
+ * Fenced give-back without counting an attempt (claimed jobs never started, and jobs still running
+ * at the shutdown deadline): back to pending, due now, then unlock.
+ * $1 ids, $2 attempts, $3 worker id, $4 lock class. Returns input ids with `applied`.
+ */
+export const releaseJobs = (schema: string): Statement =>
+  statement(
+    schema,
+    "release_jobs",
+    `WITH i AS (
+       SELECT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)
+     ), released AS (
+       UPDATE $S.jobs AS j
+       SET status = 'pending', claimed_at = NULL, started_at = NULL, heartbeat_at = NULL
+       FROM i WHERE ${fence("$3")}
+       RETURNING j.id
+     )
+     SELECT i.id, released.id IS NOT NULL AS applied, pg_advisory_unlock(${lockKey("$4", "i.id")}) AS unlocked
+     FROM i LEFT JOIN released ON released.id = i.id`,
+  );
+
+/**
+ * The stale reaper (DESIGN.md §6), one statement on any connection: held jobs whose heartbeat is
+ * older than $1 seconds AND whose advisory lock no session holds (tested with a transaction-level
+ * try-lock, released at commit) count a failed attempt naming the lost worker: back to pending with
+ * backoff, or dead-lettered. Stale worker rows are deleted. Concurrent reapers skip each other's rows.
+ * $1 stale threshold s, $2 batch limit, $3 lock class, $4 backoff base, $5 backoff max, $6 jitter.
+ */
+export const reapStaleJobs = (schema: string): Statement =>
+  statement(
+    schema,
+    "reap_stale_jobs",
+    `WITH stale AS MATERIALIZED (
+       SELECT id FROM $S.jobs
+       WHERE status IN ('claimed', 'running') AND heartbeat_at < now() - make_interval(secs => $1::float8)
+       ORDER BY heartbeat_at
+       LIMIT $2
+       FOR UPDATE SKIP LOCKED
+     ), unowned AS MATERIALIZED (
+       SELECT id FROM stale WHERE pg_try_advisory_xact_lock(${lockKey("$3", "id")})
+     ), reaped AS (
+       UPDATE $S.jobs AS j
+       SET ${failedAttemptSet({
+         error: "('worker ' || coalesce(j.worker_id, 'unknown') || ' lost the job: no heartbeat since ' || j.heartbeat_at::text)",
+         workerId: "j.worker_id",
+         base: "$4",
+         max: "$5",
+         jitter: "$6",
+       })}
+       FROM unowned WHERE j.id = unowned.id
+       RETURNING j.*
+     ), dead AS (
+       ${deadLetterInsert("reaped")}
+     ), gone_workers AS (
+       DELETE FROM $S.workers WHERE heartbeat_at < now() - make_interval(secs => $1::float8)
+     )
+     SELECT ${JOB_COLUMNS} FROM reaped`,
+  );

@@ -1,0 +1,87 @@
+import { JOB_COLUMNS, type Statement, statement } from "./statement.js";
+
+/** One job by id. $1 id. */
+export const getJob = (schema: string): Statement =>
+  statement(schema, "get_job", `SELECT ${JOB_COLUMNS} FROM $S.jobs WHERE id = $1`);
+
+/**
+ * Jobs, newest first, with optional filters in fixed slots (NULL = no filter).
+ * $1 status, $2 type, $3 created_after, $4 limit, $5 offset.
+ */
+export const listJobs = (schema: string): Statement =>
+  statement(
+    schema,
+    "list_jobs",
+    `SELECT ${JOB_COLUMNS} FROM $S.jobs
+     WHERE ($1::text IS NULL OR status = $1::text)
+       AND ($2::text IS NULL OR type = $2::text)
+       AND ($3::timestamptz IS NULL OR created_at > $3::timestamptz)
+     ORDER BY id DESC
+     LIMIT $4 OFFSET $5`,
+  );
+
+/**
+ * Cancels a job only while it is pending. $1 id. Returns one row: `cancelled` true with the
+ * cancelled job, or false with the job as it stands (no row at all: no such job).
+ */
+export const cancelJob = (schema: string): Statement =>
+  statement(
+    schema,
+    "cancel_job",
+    `WITH cancelled AS (
+       UPDATE $S.jobs SET status = 'cancelled', completed_at = now()
+       WHERE id = $1 AND status = 'pending'
+       RETURNING ${JOB_COLUMNS}
+     )
+     SELECT true AS cancelled, * FROM cancelled
+     UNION ALL
+     SELECT false AS cancelled, ${JOB_COLUMNS} FROM $S.jobs
+     WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cancelled)`,
+  );
+
+/** One dead-letter entry by job id. $1 job id. */
+export const getDeadLetter = (schema: string): Statement =>
+  statement(
+    schema,
+    "get_dead_letter",
+    `SELECT job_id, type, payload, priority, max_retries, error, attempts, errors, worker_id, created_at, died_at
+     FROM $S.dead_letter_jobs WHERE job_id = $1`,
+  );
+
+/**
+ * Every figure of GET /metrics in one round trip, from counters kept by triggers and small
+ * partial-index scans, so it stays fast with millions of finished jobs.
+ * $1 window seconds (trailing, for rates), $2 worker liveness threshold seconds,
+ * $3 sample size for execution-time quantiles (most recent finished jobs).
+ */
+export const metrics = (schema: string): Statement =>
+  statement(
+    schema,
+    "metrics",
+    `SELECT
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+          FROM (SELECT status, sum(count)::bigint AS n FROM $S.job_counts GROUP BY status) AS c) AS depth,
+       (SELECT count(*) FROM $S.workers
+          WHERE heartbeat_at > now() - make_interval(secs => $2::float8))::int AS active_workers,
+       (SELECT coalesce(sum(fenced_writes), 0) FROM $S.workers)::bigint AS fenced_writes,
+       (SELECT count(*) FROM $S.dead_letter_jobs)::bigint AS dead_letter_count,
+       w.done::bigint AS done_in_window, w.failed::bigint AS failed_in_window, w.exec_seconds,
+       q.p50, q.p90, q.p99, q.samples
+     FROM (SELECT coalesce(sum(done), 0) AS done, coalesce(sum(failed), 0) AS failed,
+                  coalesce(sum(exec_seconds), 0) AS exec_seconds
+           FROM $S.job_stats WHERE bucket > now() - make_interval(secs => $1::float8)) AS w,
+          (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) AS p50,
+                  percentile_cont(0.9) WITHIN GROUP (ORDER BY s) AS p90,
+                  percentile_cont(0.99) WITHIN GROUP (ORDER BY s) AS p99, count(*)::int AS samples
+           FROM (SELECT extract(epoch FROM completed_at - started_at)::float8 AS s FROM $S.jobs
+                 WHERE status IN ('done', 'dead') AND completed_at IS NOT NULL AND started_at IS NOT NULL
+                 ORDER BY completed_at DESC LIMIT $3) AS recent) AS q`,
+  );
+
+/** Deletes per-second stats buckets older than $1 seconds. */
+export const pruneStats = (schema: string): Statement =>
+  statement(schema, "prune_stats", `DELETE FROM $S.job_stats WHERE bucket < now() - make_interval(secs => $1::float8)`);
+
+/** Readiness probe: the database answers and the schema is migrated. */
+export const ping = (schema: string): Statement =>
+  statement(schema, "ping", `SELECT count(*)::int AS n FROM $S.migrations`);

@@ -1,0 +1,54 @@
+import { lockKey, type Statement, statement } from "./statement.js";
+
+/**
+ * Statements of the migration runner (src/db/migrate.ts). The runner holds a transaction-level
+ * advisory lock on (lock class, -1) for the whole run; job ids map to objids >= 0, so it never
+ * meets a job's lock.
+ */
+export const migrationLock = (schema: string): Statement =>
+  statement(schema, "migration_lock", `SELECT pg_advisory_xact_lock(${lockKey("$1", "-1")})`);
+
+export const createMigrationsTable = (schema: string): Statement =>
+  statement(
+    schema,
+    "create_migrations_table",
+    `CREATE SCHEMA IF NOT EXISTS $S;
+     CREATE TABLE IF NOT EXISTS $S.migrations (
+       version    integer     PRIMARY KEY,
+       name       text        NOT NULL,
+       applied_at timestamptz NOT NULL DEFAULT now()
+     )`,
+  );
+
+export const appliedMigrations = (schema: string): Statement =>
+  statement(schema, "applied_migrations", `SELECT version FROM $S.migrations ORDER BY version`);
+
+export const recordMigration = (schema: string): Statement =>
+  statement(schema, "record_migration", `INSERT INTO $S.migrations (version, name) VALUES ($1, $2)`);
+
+/** Channel argument the notify triggers were created with. */
+export const notifyTriggerChannel = (schema: string): Statement =>
+  statement(
+    schema,
+    "notify_trigger_channel",
+    `SELECT encode(tgargs, 'escape') AS args FROM pg_trigger
+     WHERE tgrelid = to_regclass($1) AND tgname = 'jobs_notify_insert'`,
+  );
+
+/** Re-points both notify triggers at another channel (text: $CHANNEL is a quoted literal). */
+export const retargetNotifyTriggers = (schema: string, quotedChannel: string): string =>
+  statement(
+    schema,
+    "retarget",
+    `CREATE OR REPLACE TRIGGER jobs_notify_insert AFTER INSERT ON $S.jobs
+       REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION $S.jobs_after_insert(${quotedChannel});
+     CREATE OR REPLACE TRIGGER jobs_count_update AFTER UPDATE ON $S.jobs
+       REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+       FOR EACH STATEMENT EXECUTE FUNCTION $S.jobs_after_update(${quotedChannel})`,
+  ).text;
+
+/** Server limits that bound how many advisory locks one session may hold. */
+export const lockTableSize: Statement = {
+  name: "taskqueue_lock_table_size",
+  text: `SELECT current_setting('max_locks_per_transaction')::int * current_setting('max_connections')::int AS slots`,
+};

@@ -1,0 +1,36 @@
+/**
+ * A named SQL statement. `name` doubles as the prepared-statement name and includes the schema,
+ * so one connection can serve several schemas (STYLE.md rule 2). Every value is a `$n` parameter;
+ * the schema identifier is the only text spliced in, quoted once by {@link quoteIdentifier}.
+ */
+export interface Statement {
+  readonly name: string;
+  readonly text: string;
+}
+
+/** Quotes an SQL identifier (doubling embedded quotes). The config already restricts the characters. */
+export function quoteIdentifier(identifier: string): string {
+  return `"${identifier.replaceAll('"', '""')}"`;
+}
+
+/** Quotes an SQL string literal (doubling embedded single quotes). */
+export function quoteLiteral(value: string): string {
+  return `'${value.replaceAll("'", "''")}'`;
+}
+
+/** Builds a statement for `schema`: `$S` in `text` becomes the quoted schema identifier. */
+export function statement(schema: string, name: string, text: string): Statement {
+  return { name: `taskqueue_${name}/${schema}`, text: text.replaceAll("$S", quoteIdentifier(schema)) };
+}
+
+/** Columns of a job row as every read returns them. */
+export const JOB_COLUMNS = `id, type, payload, status, priority, attempt, max_retries, run_at, claimed_at, started_at,
+  heartbeat_at, completed_at, result, error, errors, worker_id, created_at`;
+
+/**
+ * Advisory-lock key of a job, as two int4 halves: the lock class (a per-schema constant passed as
+ * `$lockClass`) and the job id modulo 2^31. The two-key form (`objsubid = 2` in `pg_locks`) never
+ * meets single-bigint-key users of advisory locks. See docs/architecture.md, "Advisory lock keys".
+ */
+export const lockKey = (lockClassParam: string, idExpr: string) =>
+  `${lockClassParam}::int4, (${idExpr} % 2147483648)::int4`;

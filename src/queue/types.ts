@@ -1,0 +1,102 @@
+/** Shapes of the job ledger (DESIGN.md §3). */
+
+/** Any value JSON can hold. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+/** Lifecycle states (DESIGN.md §4). */
+export const JOB_STATUSES = ["pending", "claimed", "running", "done", "dead", "cancelled"] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+/** What to enqueue. Validated by {@link validateJobSpec} before anything is written. */
+export interface JobSpec {
+  /** Handler name, 1–200 characters. */
+  type: string;
+  /** Any JSON value without NUL characters (PostgreSQL's jsonb cannot store them). Default `{}`. */
+  payload?: JsonValue;
+  /** 1–10, 10 most urgent. Default 5. */
+  priority?: number;
+  /** 0–10: at most `maxRetries + 1` executions. Default 3. */
+  maxRetries?: number;
+  /** Not before this instant. A string must carry a UTC offset (`Z` or `+02:00`). Default now. */
+  runAt?: Date | string;
+}
+
+/** One entry of a job's attempt history: a failed attempt. */
+export interface AttemptError {
+  /** 0-based number of the attempt that failed. */
+  attempt: number;
+  error: string;
+  worker_id: string | null;
+  failed_at: string;
+}
+
+/** A job as the ledger stores it. Timestamps come from the database clock. */
+export interface Job {
+  id: number;
+  type: string;
+  payload: JsonValue;
+  status: JobStatus;
+  priority: number;
+  /** Failed attempts so far (starts at 0). */
+  attempt: number;
+  maxRetries: number;
+  runAt: Date;
+  claimedAt: Date | null;
+  startedAt: Date | null;
+  heartbeatAt: Date | null;
+  completedAt: Date | null;
+  result: JsonValue | null;
+  /** Error of the latest failed attempt. */
+  error: string | null;
+  /** Every failed attempt, oldest first. */
+  errors: AttemptError[];
+  workerId: string | null;
+  createdAt: Date;
+}
+
+/** A row of dead_letter_jobs: a job that exhausted its retries, as it was when it died. */
+export interface DeadLetterJob {
+  jobId: number;
+  type: string;
+  payload: JsonValue;
+  priority: number;
+  maxRetries: number;
+  error: string | null;
+  attempts: number;
+  errors: AttemptError[];
+  workerId: string | null;
+  createdAt: Date;
+  diedAt: Date;
+}
+
+/** Filters of {@link Ledger.listJobs}. */
+export interface ListJobsQuery {
+  status?: JobStatus;
+  type?: string;
+  createdAfter?: Date;
+  /** 1–1000. Default 50. */
+  limit?: number;
+  /** Default 0. */
+  offset?: number;
+}
+
+/** Queue figures read from the database (GET /metrics), covering every worker process. */
+export interface QueueMetrics {
+  /** Jobs per status, every status present. */
+  depth: Record<JobStatus, number>;
+  /** Worker processes with a fresh heartbeat. */
+  activeWorkers: number;
+  /** Jobs completed per second over the trailing window. */
+  jobsPerSecond: number;
+  /** Failed attempts / finished attempts over the trailing window (0 when none finished). */
+  errorRate: number;
+  /** Mean execution time of jobs completed in the trailing window, seconds (null: none). */
+  averageExecutionSeconds: number | null;
+  /** Execution-time quantiles of the most recent finished jobs, seconds. */
+  executionSecondsQuantiles: { p50: number | null; p90: number | null; p99: number | null; samples: number };
+  deadLetterCount: number;
+  /** Completions and failures refused by the claim fence (late writers), summed over live workers. */
+  fencedWrites: number;
+  /** Length of the trailing window, seconds. */
+  windowSeconds: number;
+}

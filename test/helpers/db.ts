@@ -1,0 +1,72 @@
+/**
+ * Per-file isolation: every test file gets its own schema (and NOTIFY channel) in the test
+ * database, migrated from scratch, and drops it at the end.
+ */
+import { randomBytes } from "node:crypto";
+import type pg from "pg";
+import { type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "../../src/config.js";
+import { migrate } from "../../src/db/migrate.js";
+import { createPool } from "../../src/db/pool.js";
+import { Ledger } from "../../src/queue/ledger.js";
+
+export const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+
+export interface TestDb {
+  schema: string;
+  pool: pg.Pool;
+  ledger: Ledger;
+  /** Config with tiny intervals, jitter off, pointing at this schema. */
+  config: ResolvedConfig;
+  /** Runs raw SQL in this schema's search_path (for arranging states a test needs). */
+  sql<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T[]>;
+  drop(): Promise<void>;
+}
+
+/** Options every test starts from: small intervals, no jitter, silent logs. */
+export function testOptions(schema: string): TaskQueueOptions {
+  return {
+    databaseUrl: DATABASE_URL,
+    schema,
+    notifyChannel: `${schema}_jobs`,
+    workerCount: 4,
+    pollIntervalSeconds: 0.5,
+    heartbeatIntervalSeconds: 0.2,
+    reaperIntervalSeconds: 0.2,
+    staleThresholdSeconds: 1,
+    shutdownGraceSeconds: 5,
+    backoffBaseSeconds: 0.05,
+    backoffMaxSeconds: 1,
+    backoffJitter: false,
+    logLevel: "silent",
+  };
+}
+
+export async function createTestDb(overrides: TaskQueueOptions = {}): Promise<TestDb> {
+  const schema = `tq_test_${randomBytes(5).toString("hex")}`;
+  const config = resolveConfig({ ...testOptions(schema), ...overrides });
+  const pool = createPool({ connectionString: DATABASE_URL, max: 10 });
+  pool.on("error", () => undefined);
+  await migrate(pool, config);
+  const ledger = new Ledger(pool, schema);
+  return {
+    schema,
+    pool,
+    ledger,
+    config,
+    async sql(text, values = []) {
+      const client = await pool.connect();
+      try {
+        await client.query(`SET search_path TO "${schema}"`);
+        const result = await client.query(text, values);
+        return result.rows;
+      } finally {
+        await client.query("RESET search_path").catch(() => undefined);
+        client.release();
+      }
+    },
+    async drop() {
+      await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+      await pool.end();
+    },
+  };
+}
