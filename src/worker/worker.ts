@@ -1,0 +1,529 @@
+/**
+ * A worker process's runtime (DESIGN.md §5–6): one lock session that claims batches and writes
+ * batched, fenced state changes; a LISTEN session and a poll that wake it; `workerCount` handlers
+ * running at once from a bounded local buffer; heartbeats; the stale reaper; graceful shutdown.
+ *
+ * Data flow: claim (lock session) → buffer → handler → completion queue → one batched write per
+ * flush (lock session). Handlers never hold a connection.
+ */
+import { EventEmitter } from "node:events";
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import type { ResolvedConfig } from "../config.js";
+import { reconnectDelayMs } from "../db/pool.js";
+import type { Logger } from "../log.js";
+import type { Ledger } from "../queue/ledger.js";
+import {
+  type ClaimedJob,
+  type ClaimRef,
+  type Completion,
+  type Failure,
+  LockSession,
+  type WorkerIdentity,
+  type WriteOutcome,
+} from "../queue/lock-session.js";
+import type { Job } from "../queue/types.js";
+import { toStorableJson } from "../queue/validate.js";
+import { NotifyListener } from "./listener.js";
+import type { HandlerRegistry } from "./registry.js";
+
+/** Events a worker emits; tests and metrics subscribe instead of polling. */
+export interface WorkerEvents {
+  "worker:started": [{ workerId: string }];
+  "job:claimed": [{ jobs: ClaimedJob[] }];
+  "job:completed": [{ id: number }];
+  "job:failed": [{ id: number; error: string; status: string }];
+  "job:released": [{ id: number }];
+  /** A write for this job was refused by the fence, or dropped because the lock session was lost. */
+  "job:fenced": [{ id: number; kind: string }];
+  "session:lost": [{ error: Error }];
+  "session:restored": [];
+  "listener:reconnected": [];
+  /** A claim ran (`claimed` jobs). */
+  "poll:claimed": [{ claimed: number; requested: number }];
+  "reaper:reaped": [{ jobs: Job[] }];
+  "worker:stopped": [StopReport];
+}
+
+/** What {@link Worker.stop} did with the jobs it held. */
+export interface StopReport {
+  /** Claimed jobs never started, given back to pending. */
+  releasedJobIds: number[];
+  /** Jobs still running at the grace deadline: aborted and given back to pending. */
+  abandonedJobIds: number[];
+}
+
+export interface WorkerOptions {
+  config: ResolvedConfig & { databaseUrl: string };
+  registry: HandlerRegistry;
+  /** Ledger on the shared pool (used by the reaper). */
+  ledger: Ledger;
+  logger: Logger;
+  /** Run the stale reaper in this process. Default true. */
+  runReaper?: boolean;
+}
+
+interface RunningJob {
+  job: ClaimedJob;
+  generation: number;
+  controller: AbortController;
+  startedAt: number;
+  /** Given back at the shutdown deadline or found lost at heartbeat: its outcome is not written. */
+  abandoned: boolean;
+}
+
+/** Bounded local buffer: at most this share of the server's lock table per worker process. */
+const LOCK_TABLE_SHARE = 8;
+
+export class Worker extends EventEmitter<WorkerEvents> {
+  /** Unique per process start: `host:pid:random`. */
+  readonly id: string;
+  private readonly config: WorkerOptions["config"];
+  private readonly registry: HandlerRegistry;
+  private readonly ledger: Ledger;
+  private readonly logger: Logger;
+  private readonly runReaper: boolean;
+  private readonly types: string[];
+  private readonly typeSet: Set<string>;
+  private identity: WorkerIdentity;
+
+  private session: LockSession | null = null;
+  private generation = 0;
+  private sessionFailures = 0;
+  private prefetch: number;
+  private listener: NotifyListener | null = null;
+
+  private buffer: { job: ClaimedJob; generation: number }[] = [];
+  private readonly running = new Map<number, RunningJob>();
+  private startQueue: ClaimRef[] = [];
+  private doneQueue: Completion[] = [];
+  private failQueue: Failure[] = [];
+  private releaseQueue: ClaimRef[] = [];
+
+  private wakeRequested = false;
+  private claiming: Promise<void> | null = null;
+  private flushing: Promise<void> | null = null;
+  private flushScheduled = false;
+  private fencedWrites = 0;
+  private started = false;
+  private stopping = false;
+  private stopPromise: Promise<StopReport> | null = null;
+  private idleWaiters: (() => void)[] = [];
+  private timers: NodeJS.Timeout[] = [];
+  private reaping: Promise<void> | null = null;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+
+  constructor(options: WorkerOptions) {
+    super();
+    this.config = options.config;
+    this.registry = options.registry;
+    this.ledger = options.ledger;
+    this.logger = options.logger;
+    this.runReaper = options.runReaper ?? true;
+    this.types = this.registry.types();
+    this.typeSet = new Set(this.types);
+    this.id = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+    this.prefetch = Math.max(this.config.prefetch ?? this.config.workerCount, 1);
+    this.identity = {
+      id: this.id,
+      host: hostname(),
+      pid: process.pid,
+      types: this.types,
+      concurrency: this.config.workerCount,
+    };
+  }
+
+  /** Handlers currently running. */
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  /** Jobs whose advisory lock this process holds or is about to release. */
+  private get heldCount(): number {
+    return (
+      this.buffer.length + this.running.size + this.doneQueue.length + this.failQueue.length + this.releaseQueue.length
+    );
+  }
+
+  /**
+   * Opens the lock session, registers the worker row, starts LISTEN, poll, heartbeat and reaper.
+   * @throws if no handler is registered, or the first connection to the database fails.
+   */
+  async start(): Promise<void> {
+    if (this.started) throw new Error("worker already started");
+    if (this.types.length === 0) throw new Error("no handlers registered: a worker needs at least one job type");
+    this.started = true;
+    await this.openSession();
+    const session = this.session as LockSession | null;
+    if (session) {
+      const cap = Math.max(1, Math.floor((await session.lockTableSlots()) / LOCK_TABLE_SHARE));
+      if (this.prefetch > cap) {
+        this.logger.warn({ prefetch: this.prefetch, cap }, "prefetch capped to stay within the lock table");
+        this.prefetch = cap;
+      }
+    }
+    this.listener = new NotifyListener({
+      connectionString: this.config.databaseUrl,
+      channel: this.config.notifyChannel,
+      logger: this.logger,
+      onNotify: (payload) => this.onNotify(payload),
+      onReconnect: () => {
+        this.emit("listener:reconnected");
+        this.wake();
+      },
+    });
+    await this.listener.start();
+    this.every(this.config.pollIntervalSeconds, true, () => this.wake());
+    this.every(this.config.heartbeatIntervalSeconds, false, () => void this.heartbeat());
+    if (this.runReaper) this.every(this.config.reaperIntervalSeconds, true, () => void this.reap());
+    this.logger.info(
+      { workerId: this.id, types: this.types, concurrency: this.config.workerCount, prefetch: this.prefetch },
+      "worker started",
+    );
+    this.emit("worker:started", { workerId: this.id });
+    this.wake();
+  }
+
+  /** Runs `fn` every `seconds` (± 10 % when `jitter`), until stop. */
+  private every(seconds: number, jitter: boolean, fn: () => void): void {
+    const slot = this.timers.length;
+    const arm = () => {
+      const factor = jitter ? 0.9 + Math.random() * 0.2 : 1;
+      const timer = setTimeout(() => {
+        if (this.stopping) return;
+        fn();
+        arm();
+      }, seconds * 1000 * factor);
+      this.timers[slot] = timer;
+    };
+    arm();
+  }
+
+  private onNotify(payload: string): void {
+    if (payload === "*" || payload.split(",").some((type) => this.typeSet.has(type))) this.wake();
+  }
+
+  /** Asks for a claim as soon as there is room. */
+  wake(): void {
+    this.wakeRequested = true;
+    this.claimLoop();
+  }
+
+  private claimLoop(): void {
+    if (this.claiming || this.stopping) return;
+    const session = this.session;
+    if (!session || session.isLost || !this.wakeRequested) return;
+    const free = this.prefetch - this.heldCount;
+    if (free <= 0) return;
+    this.wakeRequested = false;
+    const generation = this.generation;
+    this.claiming = (async () => {
+      try {
+        const jobs = await session.claim(this.types, free);
+        this.emit("poll:claimed", { claimed: jobs.length, requested: free });
+        if (jobs.length === free) this.wakeRequested = true;
+        if (jobs.length > 0) this.emit("job:claimed", { jobs });
+        if (generation !== this.generation) return; // session lost meanwhile: locks are gone
+        for (const job of jobs) {
+          if (this.stopping) this.releaseQueue.push({ id: job.id, attempt: job.attempt });
+          else this.buffer.push({ job, generation });
+        }
+        if (this.stopping) this.scheduleFlush();
+      } catch (error) {
+        // A failed claim may have taken advisory locks it never reports: drop the session, which
+        // releases every lock it held, and let the reaper return its jobs.
+        this.logger.error({ err: error }, "claim failed; resetting the lock session");
+        this.sessionLost(session, error as Error);
+      } finally {
+        this.claiming = null;
+      }
+      this.dispatch();
+      this.claimLoop();
+    })();
+  }
+
+  /** Starts handlers from the buffer while there is a free slot. */
+  private dispatch(): void {
+    while (!this.stopping && this.running.size < this.config.workerCount && this.buffer.length > 0) {
+      const entry = this.buffer.shift() as { job: ClaimedJob; generation: number };
+      if (entry.generation !== this.generation) continue;
+      this.runJob(entry.job, entry.generation);
+    }
+  }
+
+  private runJob(job: ClaimedJob, generation: number): void {
+    const controller = new AbortController();
+    const entry: RunningJob = { job, generation, controller, startedAt: performance.now(), abandoned: false };
+    this.running.set(job.id, entry);
+    this.startQueue.push({ id: job.id, attempt: job.attempt });
+    this.scheduleFlush();
+    const handler = this.registry.get(job.type);
+    void (async () => {
+      let result: unknown;
+      let failure: string | null = null;
+      try {
+        if (!handler) throw new Error(`no handler registered for type ${job.type}`);
+        result = await handler(
+          { id: job.id, type: job.type, payload: job.payload, attempt: job.attempt, maxRetries: job.maxRetries },
+          controller.signal,
+        );
+      } catch (error) {
+        failure = describeError(error);
+      }
+      this.finishJob(entry, result, failure);
+    })();
+  }
+
+  private finishJob(entry: RunningJob, result: unknown, failure: string | null): void {
+    const { job } = entry;
+    this.running.delete(job.id);
+    const runMs = performance.now() - entry.startedAt;
+    if (entry.abandoned || entry.generation !== this.generation) {
+      this.fenced(job.id, entry.abandoned ? "abandoned" : "session lost");
+    } else if (failure === null) {
+      const stored = toStorableJson(result, "result");
+      if ("json" in stored) this.doneQueue.push({ id: job.id, attempt: job.attempt, resultJson: stored.json, runMs });
+      else
+        this.failQueue.push({
+          id: job.id,
+          attempt: job.attempt,
+          error: `handler result cannot be stored: ${stored.problem.field} ${stored.problem.message}`,
+          runMs,
+        });
+    } else {
+      this.failQueue.push({ id: job.id, attempt: job.attempt, error: failure, runMs });
+    }
+    this.scheduleFlush();
+    this.dispatch();
+    if (this.running.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  private fenced(id: number, kind: string): void {
+    this.fencedWrites++;
+    this.logger.warn({ jobId: id, kind }, "late write refused: this worker no longer owns the job's claim");
+    this.emit("job:fenced", { id, kind });
+  }
+
+  /** Coalesces every queued write of this tick into one flush. */
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      if (!this.flushing) this.flushing = this.flushLoop().finally(() => (this.flushing = null));
+    });
+  }
+
+  private async flushLoop(): Promise<void> {
+    while (this.startQueue.length + this.doneQueue.length + this.failQueue.length + this.releaseQueue.length > 0) {
+      const session = this.session;
+      const starts = this.startQueue;
+      const done = this.doneQueue;
+      const failed = this.failQueue;
+      const released = this.releaseQueue;
+      this.startQueue = [];
+      this.doneQueue = [];
+      this.failQueue = [];
+      this.releaseQueue = [];
+      if (!session || session.isLost) {
+        for (const item of [...done, ...failed, ...released]) this.fenced(item.id, "session lost");
+        continue;
+      }
+      // A job that already finished goes straight to done/failed; its started_at comes from runMs.
+      const finished = new Set([...done, ...failed, ...released].map((j) => j.id));
+      const toStart = starts.filter((s) => !finished.has(s.id) && this.running.get(s.id)?.abandoned === false);
+      try {
+        if (toStart.length > 0) {
+          const moved = await session.markRunning(toStart);
+          for (const s of toStart) if (!moved.has(s.id)) this.claimLost(s.id);
+        }
+        this.outcomes(await session.complete(done), "complete", (o) => this.emit("job:completed", { id: o.id }));
+        this.outcomes(await session.fail(failed, this.config), "fail", (o) => {
+          const error = failed.find((f) => f.id === o.id)?.error ?? "";
+          this.emit("job:failed", { id: o.id, error, status: o.status ?? "pending" });
+        });
+        this.outcomes(await session.release(released), "release", (o) => this.emit("job:released", { id: o.id }));
+      } catch (error) {
+        if (!session.isLost) {
+          this.logger.error({ err: error }, "batched write failed; resetting the lock session");
+          this.sessionLost(session, error as Error);
+        }
+        for (const item of [...done, ...failed, ...released]) this.fenced(item.id, "write failed");
+      }
+    }
+    if (this.running.size === 0 && this.heldCount === 0)
+      for (const resolve of this.idleWaiters.splice(0)) resolve();
+    this.claimLoop();
+  }
+
+  private outcomes(rows: WriteOutcome[], kind: string, onApplied: (o: WriteOutcome) => void): void {
+    for (const o of rows) {
+      if (o.applied) onApplied(o);
+      else this.fenced(o.id, kind);
+    }
+  }
+
+  /** The database no longer shows this worker owning a job it runs: never write its outcome. */
+  private claimLost(id: number): void {
+    const entry = this.running.get(id);
+    if (entry && !entry.abandoned) {
+      entry.abandoned = true;
+      this.logger.warn({ jobId: id }, "claim lost while running; the outcome will not be written");
+    }
+  }
+
+  private async heartbeat(): Promise<void> {
+    const session = this.session;
+    if (!session || session.isLost) return;
+    const held: ClaimRef[] = [
+      ...this.buffer.map((b) => ({ id: b.job.id, attempt: b.job.attempt })),
+      ...[...this.running.values()].filter((r) => !r.abandoned).map((r) => ({ id: r.job.id, attempt: r.job.attempt })),
+    ];
+    try {
+      const alive = await session.heartbeat(this.identity, this.fencedWrites, held);
+      for (const ref of held) if (!alive.has(ref.id) && this.running.has(ref.id)) this.claimLost(ref.id);
+    } catch (error) {
+      if (!session.isLost) this.logger.warn({ err: error }, "heartbeat failed");
+    }
+  }
+
+  private async reap(): Promise<void> {
+    if (this.reaping) return;
+    this.reaping = (async () => {
+      try {
+        const jobs = await this.ledger.reapStale(this.config);
+        if (jobs.length > 0) {
+          this.logger.warn({ jobIds: jobs.map((j) => j.id) }, "reaper reclaimed stale jobs");
+          this.emit("reaper:reaped", { jobs });
+        }
+      } catch (error) {
+        this.logger.warn({ err: error }, "reaper pass failed");
+      } finally {
+        this.reaping = null;
+      }
+    })();
+    await this.reaping;
+  }
+
+  private async openSession(): Promise<void> {
+    const session = await LockSession.open({
+      connectionString: this.config.databaseUrl,
+      schema: this.config.schema,
+      workerId: this.id,
+      onLost: (error) => this.sessionLost(session, error),
+    });
+    this.session = session;
+    this.sessionFailures = 0;
+    await session.heartbeat(this.identity, this.fencedWrites, []);
+  }
+
+  /**
+   * The lock session is gone, and with it every advisory lock: nothing it held may be written any
+   * more (the reaper hands those jobs out again). Reconnects with capped backoff.
+   */
+  private sessionLost(session: LockSession, error: Error): void {
+    if (this.session !== session) return;
+    this.session = null;
+    this.generation++;
+    void session.close();
+    const dropped = this.buffer.length;
+    this.buffer = [];
+    this.startQueue = [];
+    this.logger.error(
+      { err: error, dropped, running: this.running.size },
+      "lock session lost; its jobs will be reclaimed by the reaper",
+    );
+    this.emit("session:lost", { error });
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    if (this.stopping || this.reconnectTimer) return;
+    this.reconnectTimer = setTimeout(async () => {
+      this.reconnectTimer = null;
+      if (this.stopping) return;
+      try {
+        await this.openSession();
+        this.logger.info("lock session re-established");
+        this.emit("session:restored");
+        this.wake();
+      } catch (error) {
+        this.sessionFailures++;
+        this.logger.warn({ err: error }, "lock session reconnect failed; retrying");
+        this.scheduleReconnect();
+      }
+    }, reconnectDelayMs(this.sessionFailures));
+  }
+
+  /**
+   * Graceful stop (DESIGN.md §6): stop claiming, give back claimed jobs not started, let running
+   * handlers finish within `shutdownGraceSeconds`, then abort the rest and give them back to
+   * pending; release every lock, delete the worker row, close connections. Idempotent: repeated
+   * calls return the same promise. Never throws.
+   * @param graceSeconds overrides config.shutdownGraceSeconds (0: abort at once).
+   */
+  stop(graceSeconds = this.config.shutdownGraceSeconds): Promise<StopReport> {
+    this.stopPromise ??= this.doStop(graceSeconds);
+    return this.stopPromise;
+  }
+
+  private async doStop(graceSeconds: number): Promise<StopReport> {
+    this.stopping = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    await this.listener?.stop();
+    await this.claiming;
+    const releasedJobIds = this.buffer.filter((b) => b.generation === this.generation).map((b) => b.job.id);
+    for (const { job, generation } of this.buffer)
+      if (generation === this.generation) this.releaseQueue.push({ id: job.id, attempt: job.attempt });
+    this.buffer = [];
+    this.scheduleFlush();
+
+    if (this.running.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, graceSeconds * 1000);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    const abandonedJobIds: number[] = [];
+    for (const entry of this.running.values()) {
+      if (entry.abandoned) continue;
+      entry.abandoned = true;
+      entry.controller.abort(new Error("worker shutting down: grace period over"));
+      if (entry.generation === this.generation) {
+        abandonedJobIds.push(entry.job.id);
+        this.releaseQueue.push({ id: entry.job.id, attempt: entry.job.attempt });
+      }
+    }
+    if (abandonedJobIds.length > 0)
+      this.logger.warn({ jobIds: abandonedJobIds }, "jobs still running at the grace deadline were given back");
+    this.scheduleFlush();
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    while (this.flushing || this.flushScheduled) {
+      await this.flushing;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    await this.reaping;
+    const session = this.session;
+    this.session = null;
+    if (session && !session.isLost) {
+      await session.deleteWorker().catch((error: unknown) => this.logger.warn({ err: error }, "worker row not deleted"));
+    }
+    await session?.close();
+    const report = { releasedJobIds, abandonedJobIds };
+    this.logger.info(report, "worker stopped");
+    this.emit("worker:stopped", report);
+    return report;
+  }
+}
+
+/** A failed attempt's error text: `Name: message`, NUL-free and at most 4,000 characters. */
+export function describeError(error: unknown): string {
+  const text =
+    error instanceof Error ? `${error.name === "Error" ? "" : `${error.name}: `}${error.message}` : String(error);
+  return text.replaceAll("\u0000", "\\u0000").slice(0, 4000) || "handler failed without a message";
+}
