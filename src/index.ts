@@ -130,12 +130,21 @@ export class TaskQueue {
 
   /**
    * Starts a worker for the registered handlers (claims only those types).
-   * @param overrides config fields for this worker (e.g. `workerCount`).
+   * @param overrides config fields for this worker (e.g. `workerCount`); `types` restricts the
+   *   claimed types to a subset of the registered ones; `runReaper` false leaves reaping to others.
+   * @throws {Error} when no handler is registered or a listed type has none.
    */
-  async startWorker(overrides: TaskQueueOptions & { runReaper?: boolean } = {}): Promise<Worker> {
-    const { runReaper, ...rest } = overrides;
-    const config = { ...this.config, ...resolveConfig({ ...this.config, ...rest }) } as TaskQueue["config"];
-    const worker = new Worker({ config, registry: this.registry, ledger: this.ledger, logger: this.logger, runReaper });
+  async startWorker(overrides: TaskQueueOptions & { runReaper?: boolean; types?: string[] } = {}): Promise<Worker> {
+    const { runReaper, types, ...rest } = overrides;
+    const config = resolveConfig({ ...this.config, ...rest }) as TaskQueue["config"];
+    const worker = new Worker({
+      config,
+      registry: this.registry,
+      ledger: this.ledger,
+      logger: this.logger,
+      runReaper,
+      types,
+    });
     this.workers.add(worker);
     worker.once("worker:stopped", () => this.workers.delete(worker));
     await worker.start();

@@ -8,7 +8,7 @@ import type pg from "pg";
 import { connectSession } from "../db/pool.js";
 import type { BackoffPolicy } from "./ledger.js";
 import { lockClassFor } from "./lock-class.js";
-import { claimJobs, deleteWorker, heartbeat, markRunning } from "./sql/claim.js";
+import { backendPid, claimJobs, deleteWorker, heartbeat, markRunning } from "./sql/claim.js";
 import { completeJobs, failJobs, releaseJobs } from "./sql/finish.js";
 import { lockTableSize } from "./sql/schema.js";
 import type { JsonValue } from "./types.js";
@@ -50,6 +50,8 @@ export interface WriteOutcome {
   applied: boolean;
   /** For failures: `pending` (will retry) or `dead`. */
   status?: string;
+  /** For failures that will retry: seconds until the job is due again. */
+  retry_in_seconds?: number;
 }
 
 /** The worker's row in `workers`, written with every heartbeat. */
@@ -223,7 +225,7 @@ export class LockSession {
 
   /** The backend pid of this session (for tests and inspect). */
   async backendPid(): Promise<number> {
-    const { rows } = await this.client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+    const { rows } = await this.client.query<{ pid: number }>(backendPid);
     return rows[0]?.pid ?? -1;
   }
 }

@@ -61,6 +61,8 @@ export interface WorkerOptions {
   logger: Logger;
   /** Run the stale reaper in this process. Default true. */
   runReaper?: boolean;
+  /** Claim only these registered types. Default: every registered type. */
+  types?: string[];
 }
 
 interface RunningJob {
@@ -112,6 +114,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private timers: NodeJS.Timeout[] = [];
   private reaping: Promise<void> | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
+  private retryWake: { at: number; timer: NodeJS.Timeout } | null = null;
 
   constructor(options: WorkerOptions) {
     super();
@@ -120,7 +123,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.ledger = options.ledger;
     this.logger = options.logger;
     this.runReaper = options.runReaper ?? true;
-    this.types = this.registry.types();
+    const unknown = (options.types ?? []).filter((t) => !this.registry.get(t));
+    if (unknown.length > 0) throw new Error(`no handler registered for ${unknown.join(", ")}`);
+    this.types = options.types ? [...new Set(options.types)].sort() : this.registry.types();
     this.typeSet = new Set(this.types);
     this.id = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
     this.prefetch = Math.max(this.config.prefetch ?? this.config.workerCount, 1);
@@ -197,6 +202,18 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.timers[slot] = timer;
     };
     arm();
+  }
+
+  /** Wakes once at the earliest retry due time this worker knows of (retries do not NOTIFY). */
+  private wakeIn(seconds: number): void {
+    const at = Date.now() + seconds * 1000;
+    if (this.retryWake && this.retryWake.at <= at) return;
+    if (this.retryWake) clearTimeout(this.retryWake.timer);
+    const timer = setTimeout(() => {
+      this.retryWake = null;
+      this.wake();
+    }, seconds * 1000 + 5);
+    this.retryWake = { at, timer };
   }
 
   private onNotify(payload: string): void {
@@ -341,6 +358,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.outcomes(await session.fail(failed, this.config), "fail", (o) => {
           const error = failed.find((f) => f.id === o.id)?.error ?? "";
           this.emit("job:failed", { id: o.id, error, status: o.status ?? "pending" });
+          if (o.status === "pending" && o.retry_in_seconds !== undefined) this.wakeIn(o.retry_in_seconds);
         });
         this.outcomes(await session.release(released), "release", (o) => this.emit("job:released", { id: o.id }));
       } catch (error) {
@@ -471,6 +489,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.stopping = true;
     for (const timer of this.timers) clearTimeout(timer);
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    if (this.retryWake) clearTimeout(this.retryWake.timer);
     await this.listener?.stop();
     await this.claiming;
     const releasedJobIds = this.buffer.filter((b) => b.generation === this.generation).map((b) => b.job.id);

@@ -82,3 +82,6 @@ export const heldJobLocks = (schema: string): Statement =>
        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
        AND l.classid = ($1::int4::bigint & 4294967295)::oid`,
   );
+
+/** The backend pid of the session (to match its locks in pg_locks). */
+export const backendPid: Statement = { name: "taskqueue_backend_pid", text: "SELECT pg_backend_pid() AS pid" };

@@ -59,7 +59,8 @@ export const completeJobs = (schema: string): Statement =>
 /**
  * Fenced failure of a batch (retry with backoff, or dead-letter in the same statement), then unlock.
  * $1 ids, $2 attempts, $3 errors text[], $4 run times float8[] ms, $5 worker id, $6 lock class,
- * $7 backoff base s, $8 backoff max s, $9 jitter. Returns input ids with `applied` and new `status`.
+ * $7 backoff base s, $8 backoff max s, $9 jitter. Returns input ids with `applied`, new `status`
+ * and, for retries, `retry_in_seconds` (by the database clock).
  */
 export const failJobs = (schema: string): Statement =>
   statement(
@@ -77,6 +78,7 @@ export const failJobs = (schema: string): Statement =>
        ${deadLetterInsert("failed")}
      )
      SELECT i.id, failed.id IS NOT NULL AS applied, failed.status,
+            greatest(extract(epoch FROM failed.run_at - now()), 0)::float8 AS retry_in_seconds,
             pg_advisory_unlock(${lockKey("$6", "i.id")}) AS unlocked
      FROM i LEFT JOIN failed ON failed.id = i.id`,
   );

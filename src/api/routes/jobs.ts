@@ -1,0 +1,163 @@
+/**
+ * /jobs routes (DESIGN.md §8): enqueue one or many, read, list, cancel. Every route validates its
+ * input against the schemas in ../schemas.ts and talks only to the {@link Ledger}.
+ */
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { JobNotFoundError } from "../../errors.js";
+import type { Ledger } from "../../queue/ledger.js";
+import type { JobSpec } from "../../queue/types.js";
+import {
+  BatchBody,
+  BatchResponse,
+  DEFAULT_LIST_LIMIT,
+  JobIdParams,
+  JobListResponse,
+  JobResponse,
+  JobSpecBody,
+  ListJobsQuerystring,
+  problemResponse,
+  toJobResponse,
+} from "../schemas.js";
+
+/** Options of {@link jobRoutes}. */
+export interface JobRoutesOptions {
+  ledger: Ledger;
+}
+
+/** Maps a validated wire body to the ledger's spec (snake_case → camelCase). */
+function toJobSpec(body: JobSpecBody): JobSpec {
+  const spec: JobSpec = { type: body.type };
+  if (body.payload !== undefined) spec.payload = body.payload as JobSpec["payload"];
+  if (body.priority !== undefined) spec.priority = body.priority;
+  if (body.max_retries !== undefined) spec.maxRetries = body.max_retries;
+  if (body.run_at !== undefined) spec.runAt = body.run_at;
+  return spec;
+}
+
+const invalidInput = problemResponse("Invalid input: `errors` names each bad field.");
+const bodyErrors = {
+  400: problemResponse("Malformed JSON."),
+  413: problemResponse("Body too large."),
+  415: problemResponse("Body is not application/json."),
+  422: invalidInput,
+};
+
+/**
+ * Registers POST /jobs, POST /jobs/batch, GET /jobs/:id, GET /jobs and DELETE /jobs/:id.
+ * Errors are thrown to the problem handler (problem.ts): JobValidationError → 422,
+ * JobNotFoundError → 404, JobStateConflictError → 409.
+ */
+export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app, { ledger }) => {
+  app.post(
+    "/jobs",
+    {
+      schema: {
+        tags: ["jobs"],
+        summary: "Enqueue a job",
+        description:
+          "Creates one pending job. `priority` defaults to 5, `max_retries` to 3, `payload` to `{}`, " +
+          "`run_at` to now (a `run_at` without UTC offset is rejected with 422; one in the past means now). " +
+          "Unknown fields are rejected with 422.",
+        body: JobSpecBody,
+        response: { 201: JobResponse, ...bodyErrors },
+      },
+    },
+    async (request, reply) => {
+      const job = await ledger.addJob(toJobSpec(request.body));
+      return reply.code(201).send(toJobResponse(job));
+    },
+  );
+
+  app.post(
+    "/jobs/batch",
+    {
+      schema: {
+        tags: ["jobs"],
+        summary: "Enqueue many jobs at once",
+        description:
+          "Creates 1–10,000 jobs in one statement, all or nothing, and returns them in the order given. " +
+          "If any job is invalid nothing is written and the 422 names every bad field as `jobs/<index>/<field>`.",
+        body: BatchBody,
+        response: { 201: BatchResponse, ...bodyErrors },
+      },
+    },
+    async (request, reply) => {
+      const jobs = await ledger.addJobs(request.body.jobs.map(toJobSpec));
+      return reply.code(201).send({ jobs: jobs.map(toJobResponse) });
+    },
+  );
+
+  app.get(
+    "/jobs/:id",
+    {
+      schema: {
+        tags: ["jobs"],
+        summary: "Get a job",
+        description: "The job with its status, attempt count, result, latest error and attempt history.",
+        params: JobIdParams,
+        response: {
+          200: JobResponse,
+          404: problemResponse("No job has this id."),
+          422: problemResponse("The id is not a positive integer."),
+        },
+      },
+    },
+    async (request, reply) => {
+      const job = await ledger.getJob(request.params.id);
+      if (!job) throw new JobNotFoundError(request.params.id);
+      return reply.send(toJobResponse(job));
+    },
+  );
+
+  app.get(
+    "/jobs",
+    {
+      schema: {
+        tags: ["jobs"],
+        summary: "List jobs",
+        description:
+          "Jobs newest first, optionally filtered by `status`, `type` and `created_after`, paged with " +
+          "`limit` (1–1000, default 50) and `offset` (default 0). Unknown query parameters are rejected with 422.",
+        querystring: ListJobsQuerystring,
+        response: { 200: JobListResponse, 422: invalidInput },
+      },
+    },
+    async (request, reply) => {
+      const { status, type, created_after: createdAfter } = request.query;
+      const limit = request.query.limit ?? DEFAULT_LIST_LIMIT;
+      const offset = request.query.offset ?? 0;
+      const jobs = await ledger.listJobs({
+        status,
+        type,
+        createdAfter: createdAfter === undefined ? undefined : new Date(createdAfter.replace(" ", "T")),
+        limit,
+        offset,
+      });
+      return reply.send({ jobs: jobs.map(toJobResponse), limit, offset });
+    },
+  );
+
+  app.delete(
+    "/jobs/:id",
+    {
+      schema: {
+        tags: ["jobs"],
+        summary: "Cancel a pending job",
+        description:
+          "Cancels the job if it is still pending and returns it with status `cancelled`. " +
+          "A job that is claimed, running or finished cannot be cancelled (409).",
+        params: JobIdParams,
+        response: {
+          200: JobResponse,
+          404: problemResponse("No job has this id."),
+          409: problemResponse("The job is not pending."),
+          422: problemResponse("The id is not a positive integer."),
+        },
+      },
+    },
+    async (request, reply) => {
+      const job = await ledger.cancelJob(request.params.id);
+      return reply.send(toJobResponse(job));
+    },
+  );
+};

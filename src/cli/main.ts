@@ -1,0 +1,106 @@
+#!/usr/bin/env node
+/**
+ * The `taskqueue` command. Configuration comes from environment variables (DESIGN.md §9); flags
+ * override them. Exit codes: 0 success, 1 failure, 2 bad configuration or usage.
+ */
+import { Command, InvalidArgumentError, Option } from "commander";
+import { configFromEnv, environmentVariables, type TaskQueueOptions } from "../config.js";
+import { migrate } from "../db/migrate.js";
+import { createPool } from "../db/pool.js";
+import { ConfigError } from "../errors.js";
+import { runUntilSignal, startService } from "./service.js";
+
+const integer = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer`);
+  return n;
+};
+
+function envHelp(): string {
+  const rows = environmentVariables().map((v) => `  ${v.env.padEnd(28)} ${v.default === undefined ? "" : String(v.default)}`);
+  return `\nEnvironment (variable, default):\n${rows.join("\n")}\n`;
+}
+
+const program = new Command()
+  .name("taskqueue")
+  .description("A background job queue that runs entirely on PostgreSQL.")
+  .showHelpAfterError()
+  .addHelpText("after", envHelp());
+
+function workerFlags(command: Command): Command {
+  return command
+    .addOption(new Option("-c, --concurrency <n>", "handlers run at once (overrides WORKER_COUNT)").argParser(integer("--concurrency")))
+    .option("--types <list>", "claim only these job types, comma-separated (default: every registered type)")
+    .option("--handlers <module>", "ES module whose default export registers handlers: (registry) => void, or {type: handler}");
+}
+
+interface RoleFlags {
+  concurrency?: number;
+  types?: string;
+  handlers?: string;
+  port?: number;
+  migrate?: boolean;
+}
+
+async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean; allowEmbedded: boolean }) {
+  const overrides: TaskQueueOptions = { workerCount: flags.concurrency, port: flags.port };
+  const config = configFromEnv(process.env, overrides);
+  const service = await startService({
+    config,
+    ...roles,
+    migrate: flags.migrate,
+    types: flags.types?.split(",").map((t) => t.trim()).filter(Boolean),
+    handlersModule: flags.handlers,
+  });
+  await runUntilSignal(service);
+}
+
+workerFlags(
+  program
+    .command("start")
+    .description("API and workers in one process; with no DATABASE_URL, on an embedded PostgreSQL kept in .taskqueue/")
+    .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(integer("--port")))
+    .option("--no-migrate", "do not migrate at start"),
+).action((flags: RoleFlags) => runRole(flags, { api: true, worker: true, allowEmbedded: true }));
+
+program
+  .command("api")
+  .description("the REST API only (needs DATABASE_URL)")
+  .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(integer("--port")))
+  .option("--no-migrate", "do not migrate at start")
+  .action((flags: RoleFlags) => runRole(flags, { api: true, worker: false, allowEmbedded: false }));
+
+workerFlags(
+  program
+    .command("worker")
+    .description("a worker process: claims and runs jobs (needs DATABASE_URL); run as many as you like")
+    .option("--no-migrate", "do not migrate at start"),
+).action((flags: RoleFlags) => runRole(flags, { api: false, worker: true, allowEmbedded: false }));
+
+program
+  .command("migrate")
+  .description("create or upgrade the schema (needs DATABASE_URL); safe to run concurrently")
+  .action(async () => {
+    const config = configFromEnv();
+    if (!config.databaseUrl) throw new ConfigError("DATABASE_URL", "is required for migrate");
+    const pool = createPool({ connectionString: config.databaseUrl, max: 1 });
+    try {
+      const result = await migrate(pool, config);
+      console.log(
+        result.applied.length
+          ? `schema ${config.schema}: applied ${result.applied.join(", ")}; now at version ${result.version}`
+          : `schema ${config.schema}: up to date at version ${result.version}`,
+      );
+    } finally {
+      await pool.end();
+    }
+  });
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    console.error(`taskqueue: configuration error: ${error.message}`);
+    process.exit(2);
+  }
+  console.error("taskqueue:", error instanceof Error ? error.message : error);
+  process.exit(1);
+});

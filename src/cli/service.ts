@@ -1,0 +1,141 @@
+/**
+ * The service roles the CLI runs, composed from the public library (src/index.ts) and the API.
+ * The CLI owns OS signals; the library never installs handlers.
+ */
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { FastifyInstance } from "fastify";
+import { buildApp } from "../api/app.js";
+import type { ResolvedConfig } from "../config.js";
+import { type EmbeddedDatabase, startEmbeddedPostgres } from "../db/embedded.js";
+import { ConfigError } from "../errors.js";
+import { createLogger, type Logger } from "../log.js";
+import { TaskQueue } from "../index.js";
+import type { HandlerRegistry, JobHandler } from "../worker/registry.js";
+import type { Worker } from "../worker/worker.js";
+
+/** Where `npm start` keeps the embedded database's data, relative to the working directory. */
+export const EMBEDDED_DATA_DIR = ".taskqueue/pgdata";
+
+export interface ServiceOptions {
+  config: ResolvedConfig;
+  api: boolean;
+  worker: boolean;
+  /** Start an embedded PostgreSQL when no DATABASE_URL is set (only `start` allows it). */
+  allowEmbedded: boolean;
+  /** Run migrations before serving. Default true. */
+  migrate?: boolean;
+  /** Only claim these built-in or module types (default: every registered type). */
+  types?: string[];
+  /** Module whose default export registers handlers: `(registry) => void` or `{type: handler}`. */
+  handlersModule?: string;
+}
+
+/** A running service. */
+export interface RunningService {
+  logger: Logger;
+  queue: TaskQueue;
+  app: FastifyInstance | null;
+  worker: Worker | null;
+  url: string | null;
+  /** Graceful stop of everything (idempotent). */
+  stop(): Promise<void>;
+}
+
+async function loadHandlers(registry: HandlerRegistry, modulePath: string): Promise<void> {
+  const mod = (await import(pathToFileURL(resolve(modulePath)).href)) as { default?: unknown };
+  const exported = mod.default;
+  if (typeof exported === "function") await (exported as (r: HandlerRegistry) => unknown)(registry);
+  else if (exported && typeof exported === "object")
+    for (const [type, handler] of Object.entries(exported as Record<string, JobHandler>)) registry.register(type, handler);
+  else throw new ConfigError("--handlers", `${modulePath} must default-export a function(registry) or {type: handler}`);
+}
+
+/** Starts the requested roles. @throws {ConfigError} on bad configuration. */
+export async function startService(options: ServiceOptions): Promise<RunningService> {
+  const logger = createLogger(options.config.logLevel);
+  let embedded: EmbeddedDatabase | null = null;
+  let config = options.config;
+  if (!config.databaseUrl) {
+    if (!options.allowEmbedded)
+      throw new ConfigError("DATABASE_URL", "is required for this role (`taskqueue start` alone runs an embedded PostgreSQL)");
+    logger.info({ dataDir: EMBEDDED_DATA_DIR }, "no DATABASE_URL: starting embedded PostgreSQL 16");
+    embedded = await startEmbeddedPostgres({
+      dataDir: EMBEDDED_DATA_DIR,
+      log: (line) => logger.debug({ postgres: line }),
+    });
+    config = { ...config, databaseUrl: embedded.connectionString };
+    logger.info({ port: embedded.port }, "embedded PostgreSQL ready");
+  }
+  const queue = new TaskQueue({ ...config, logger });
+  let app: FastifyInstance | null = null;
+  let worker: Worker | null = null;
+  let url: string | null = null;
+  const stopAll = async () => {
+    await app?.close().catch((error: unknown) => logger.warn({ err: error }, "API close failed"));
+    await worker?.stop();
+    await queue.close().catch(() => undefined);
+    await embedded?.stop();
+  };
+  try {
+    if (options.migrate !== false) {
+      const result = await queue.migrate();
+      logger.info(result, result.applied.length ? "schema migrated" : "schema up to date");
+    }
+    if (options.worker) {
+      const { registerBuiltinHandlers } = await import("../worker/handlers/index.js");
+      registerBuiltinHandlers(queue.registry);
+      if (options.handlersModule) await loadHandlers(queue.registry, options.handlersModule);
+      const unknown = (options.types ?? []).filter((t) => !queue.registry.get(t));
+      if (unknown.length) throw new ConfigError("--types", `no handler for ${unknown.join(", ")}`);
+      worker = await queue.startWorker({ types: options.types });
+    }
+    if (options.api) {
+      app = await buildApp({ ledger: queue.ledger, config: queue.config, logger });
+      url = await app.listen({ host: config.host, port: config.port });
+      logger.info({ url, docs: `${url}/docs` }, "API listening");
+    }
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+  let stopping: Promise<void> | null = null;
+  return {
+    logger,
+    queue,
+    app,
+    worker,
+    url,
+    stop: () => {
+      stopping ??= stopAll();
+      return stopping;
+    },
+  };
+}
+
+/**
+ * Runs until SIGINT/SIGTERM, then stops gracefully and exits 0. A second signal exits at once
+ * with code 130.
+ */
+export async function runUntilSignal(service: RunningService): Promise<never> {
+  return new Promise<never>(() => {
+    let signalled = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (signalled) {
+        service.logger.warn({ signal }, "second signal: exiting now");
+        process.exit(130);
+      }
+      signalled = true;
+      service.logger.info({ signal }, "shutting down gracefully");
+      service.stop().then(
+        () => process.exit(0),
+        (error: unknown) => {
+          service.logger.error({ err: error }, "shutdown failed");
+          process.exit(1);
+        },
+      );
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+  });
+}

@@ -1,0 +1,158 @@
+/**
+ * The claim protocol (DESIGN.md §4–5): claim order, scheduling, type filtering, and the two locks
+ * that make a claim exclusive.
+ */
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { LockSession } from "../../src/queue/lock-session.js";
+import { createTestDb, type TestDb } from "../helpers/db.js";
+
+let db: TestDb;
+const sessions: LockSession[] = [];
+
+async function openSession(workerId: string): Promise<LockSession> {
+  const session = await LockSession.open({
+    connectionString: db.config.databaseUrl as string,
+    schema: db.schema,
+    workerId,
+    onLost: () => undefined,
+  });
+  sessions.push(session);
+  return session;
+}
+
+before(async () => {
+  db = await createTestDb();
+});
+after(async () => {
+  await Promise.all(sessions.map((s) => s.close()));
+  await db.drop();
+});
+beforeEach(async () => {
+  await Promise.all(sessions.splice(0).map((s) => s.close()));
+  await db.sql("DELETE FROM jobs");
+});
+
+describe("claim order", () => {
+  it("claims the highest priority first", async () => {
+    const low = await db.ledger.addJob({ type: "noop", priority: 1 });
+    const high = await db.ledger.addJob({ type: "noop", priority: 10 });
+    const mid = await db.ledger.addJob({ type: "noop", priority: 5 });
+    const session = await openSession("w1");
+    const claimed = await session.claim(["noop"], 10);
+    assert.deepEqual(
+      claimed.map((j) => j.id),
+      [high.id, mid.id, low.id],
+    );
+  });
+
+  it("a single-job claim returns the most urgent job", async () => {
+    await db.ledger.addJob({ type: "noop", priority: 3 });
+    const urgent = await db.ledger.addJob({ type: "noop", priority: 9 });
+    const session = await openSession("w1");
+    const [claimed] = await session.claim(["noop"], 1);
+    assert.equal(claimed?.id, urgent.id);
+  });
+
+  it("breaks priority ties by earliest run_at, then lowest id", async () => {
+    const later = await db.ledger.addJob({ type: "noop", priority: 5 });
+    const earlier = await db.ledger.addJob({ type: "noop", priority: 5 });
+    const sameTimeA = await db.ledger.addJob({ type: "noop", priority: 5 });
+    const sameTimeB = await db.ledger.addJob({ type: "noop", priority: 5 });
+    await db.sql("UPDATE jobs SET run_at = now() - interval '1 minute' WHERE id = $1", [later.id]);
+    await db.sql("UPDATE jobs SET run_at = now() - interval '2 minutes' WHERE id = $1", [earlier.id]);
+    await db.sql("UPDATE jobs SET run_at = now() - interval '30 seconds' WHERE id = ANY($1)", [[sameTimeA.id, sameTimeB.id]]);
+    const session = await openSession("w1");
+    const claimed = await session.claim(["noop"], 10);
+    assert.deepEqual(
+      claimed.map((j) => j.id),
+      [earlier.id, later.id, sameTimeA.id, sameTimeB.id],
+    );
+  });
+
+  it("never claims a job whose run_at is in the future", async () => {
+    const future = await db.ledger.addJob({ type: "noop", runAt: new Date(Date.now() + 60_000) });
+    const session = await openSession("w1");
+    assert.deepEqual(await session.claim(["noop"], 10), []);
+    const [row] = await db.sql<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [future.id]);
+    assert.equal(row?.status, "pending");
+  });
+
+  it("a run_at in the past means now", async () => {
+    const job = await db.ledger.addJob({ type: "noop", runAt: "2001-01-01T00:00:00Z" });
+    assert.ok(job.runAt.getTime() > Date.parse("2020-01-01T00:00:00Z"));
+  });
+
+  it("claims only the types asked for; other types stay pending", async () => {
+    const mine = await db.ledger.addJob({ type: "echo" });
+    const other = await db.ledger.addJob({ type: "unhandled_type" });
+    const session = await openSession("w1");
+    const claimed = await session.claim(["echo", "noop"], 10);
+    assert.deepEqual(
+      claimed.map((j) => j.id),
+      [mine.id],
+    );
+    assert.equal((await db.ledger.getJob(other.id))?.status, "pending");
+  });
+});
+
+describe("exactly-once claiming", () => {
+  it("one job claimed by many concurrent sessions goes to exactly one", async () => {
+    const job = await db.ledger.addJob({ type: "noop" });
+    const racers = await Promise.all(Array.from({ length: 8 }, (_, i) => openSession(`w${i}`)));
+    const results = await Promise.all(racers.map((s) => s.claim(["noop"], 1)));
+    const winners = results.filter((r) => r.length === 1);
+    assert.equal(winners.length, 1);
+    assert.equal(winners[0]?.[0]?.id, job.id);
+  });
+
+  it("many jobs claimed concurrently: every job exactly once", async () => {
+    const jobs = await db.ledger.addJobs(Array.from({ length: 500 }, () => ({ type: "noop" })));
+    const racers = await Promise.all(Array.from({ length: 6 }, (_, i) => openSession(`w${i}`)));
+    const claimedIds: number[] = [];
+    await Promise.all(
+      racers.map(async (session) => {
+        for (;;) {
+          const batch = await session.claim(["noop"], 7);
+          if (batch.length === 0) return;
+          claimedIds.push(...batch.map((j) => j.id));
+        }
+      }),
+    );
+    assert.equal(claimedIds.length, jobs.length);
+    assert.equal(new Set(claimedIds).size, jobs.length);
+    const [row] = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'claimed'");
+    assert.equal(row?.n, jobs.length);
+  });
+
+  it("the advisory lock stops a second claim of a job reset to pending while its owner runs it", async () => {
+    const job = await db.ledger.addJob({ type: "noop" });
+    const owner = await openSession("owner");
+    const thief = await openSession("thief");
+    assert.equal((await owner.claim(["noop"], 1))[0]?.id, job.id);
+    // An over-eager reset puts the row back to pending while the owner still holds the lock.
+    await db.sql("UPDATE jobs SET status = 'pending', worker_id = NULL, heartbeat_at = NULL WHERE id = $1", [job.id]);
+    assert.deepEqual(await thief.claim(["noop"], 1), [], "the row is pending but its advisory lock is held");
+    const held = await db.ledger.heldJobLocks();
+    assert.deepEqual(
+      held.map((h) => h.jobKey),
+      [job.id],
+    );
+    await owner.close();
+    const reclaimed = await thief.claim(["noop"], 1);
+    assert.equal(reclaimed[0]?.id, job.id, "once the owner's session ends, the lock is free");
+  });
+
+  it("a claim holds one advisory lock per claimed job on the claiming session", async () => {
+    await db.ledger.addJobs(Array.from({ length: 5 }, () => ({ type: "noop" })));
+    const session = await openSession("w1");
+    const claimed = await session.claim(["noop"], 3);
+    const pid = await session.backendPid();
+    const held = await db.ledger.heldJobLocks();
+    assert.deepEqual(
+      held.map((h) => h.jobKey).sort((a, b) => a - b),
+      claimed.map((j) => j.id).sort((a, b) => a - b),
+    );
+    assert.ok(held.every((h) => h.pid === pid));
+  });
+});
