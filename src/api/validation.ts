@@ -61,6 +61,8 @@ FormatRegistry.Set("date-time", isOffsetDateTime);
 export interface SchemaValidationError {
   /** JSON pointer of the bad value, e.g. `/jobs/3/priority`; for a missing or unknown property, that property. */
   instancePath: string;
+  /** Always empty: TypeBox does not report the schema location. */
+  schemaPath: string;
   /** What failed: `required`, `additionalProperties`, `type`, `minimum`, `format`, ... */
   keyword: string;
   /** Human-readable, starts lower-case, e.g. `must be an integer from 1 to 10`. */
@@ -107,28 +109,19 @@ function describeSchema(schema: SchemaFields): string | null {
 }
 
 function toSchemaError(error: ValueError): SchemaValidationError {
+  const base = { instancePath: error.path, schemaPath: "", params: {} };
   const schema = error.schema as SchemaFields;
   switch (error.type) {
     case ValueErrorType.ObjectRequiredProperty:
-      return { instancePath: error.path, keyword: "required", message: "is required", params: {} };
+      return { ...base, keyword: "required", message: "is required" };
     case ValueErrorType.ObjectAdditionalProperties:
-      return {
-        instancePath: error.path,
-        keyword: "additionalProperties",
-        message: "is not a known field (unknown fields are rejected)",
-        params: {},
-      };
+      return { ...base, keyword: "additionalProperties", message: "is not a known field (unknown fields are rejected)" };
     case ValueErrorType.StringPattern:
-      return {
-        instancePath: error.path,
-        keyword: "pattern",
-        message: "must not contain a NUL character (\\u0000)",
-        params: {},
-      };
+      return { ...base, keyword: "pattern", message: "must not contain a NUL character (\\u0000)" };
   }
   const message = describeSchema(schema) ?? error.message.replace(/^Expected/, "must be");
   const keyword = ValueErrorType[error.type] ?? "type";
-  return { instancePath: error.path, keyword, message, params: {} };
+  return { ...base, keyword, message };
 }
 
 /** Most errors reported for one request: enough to name every field of a large bad batch. */

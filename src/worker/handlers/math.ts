@@ -18,13 +18,22 @@ const CHECKSUM_MODULUS = 1_000_000_007n;
 export function isPrime(payload: JsonValue): { n: number; is_prime: boolean; divisors_checked: number } {
   const n = integerField("is_prime", payload, "n", 0, MAX_SAFE);
   if (n < 2) return { n, is_prime: false, divisors_checked: 0 };
-  const limit = Math.floor(Math.sqrt(n));
+  const limit = integerSquareRoot(n);
   let checked = 0;
   for (let d = 2; d <= limit; d = d === 2 ? 3 : d + 2) {
     checked++;
     if (n % d === 0) return { n, is_prime: false, divisors_checked: checked };
   }
   return { n, is_prime: true, divisors_checked: checked };
+}
+
+/** ⌊√n⌋ exactly: the float estimate corrected with BigInt arithmetic (it can be off by one near 2^53). */
+export function integerSquareRoot(n: number): number {
+  let root = Math.floor(Math.sqrt(n));
+  const big = BigInt(n);
+  while (BigInt(root) * BigInt(root) > big) root--;
+  while (BigInt(root + 1) * BigInt(root + 1) <= big) root++;
+  return root;
 }
 
 /**

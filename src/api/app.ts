@@ -1,0 +1,100 @@
+/**
+ * The HTTP API (DESIGN.md §8): Fastify with TypeBox schemas that both validate requests and
+ * generate the OpenAPI document served at /docs (Swagger UI) and /docs/json.
+ */
+import { readFileSync } from "node:fs";
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { ResolvedConfig } from "../config.js";
+import type { Ledger } from "../queue/ledger.js";
+import { registerJsonBodyParser } from "./json-body.js";
+import { problemFor, registerProblemHandling, sendProblem } from "./problem.js";
+import { healthRoutes } from "./routes/health.js";
+import { jobRoutes } from "./routes/jobs.js";
+import { metricsRoutes } from "./routes/metrics.js";
+import { typeBoxValidatorCompiler } from "./validation.js";
+
+/**
+ * Largest request body, bytes: room for POST /jobs/batch with 10,000 jobs of a few KiB each.
+ * A larger body is refused with 413 before it is parsed.
+ */
+export const BODY_LIMIT_BYTES = 32 * 1024 * 1024;
+
+/** Options of {@link buildApp}. */
+export interface BuildAppOptions {
+  /** The job ledger every route talks to (the API runs no SQL of its own). */
+  ledger: Ledger;
+  /** Resolved configuration; GET /metrics counts workers alive within `staleThresholdSeconds`. */
+  config: ResolvedConfig;
+  /**
+   * `false` (default): no request logging; `true`: Fastify's own pino logger at `config.logLevel`;
+   * or a pino-compatible logger instance to log through.
+   */
+  logger?: boolean | FastifyBaseLogger;
+}
+
+function packageVersion(): string {
+  for (const relative of ["../../package.json", "../../../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(relative, import.meta.url), "utf8")) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === "taskqueue" && pkg.version) return pkg.version;
+    } catch {
+      // not at this level (src/ vs dist/src/)
+    }
+  }
+  return "0.0.0";
+}
+
+/**
+ * Builds the API, ready to `listen()` or `inject()`. Routes: POST /jobs, POST /jobs/batch,
+ * GET /jobs/:id, GET /jobs, DELETE /jobs/:id, GET /metrics, GET /metrics/prometheus, GET /health,
+ * GET /ready, GET /docs (Swagger UI), GET /docs/json (OpenAPI 3.1).
+ * Every error answer is RFC 9457 problem+json (see problem.ts). The caller owns the ledger's pool;
+ * `app.close()` does not end it.
+ */
+export async function buildApp(options: BuildAppOptions): Promise<FastifyInstance> {
+  const { ledger, config } = options;
+  const logger = options.logger ?? false;
+  const app = Fastify({
+    bodyLimit: BODY_LIMIT_BYTES,
+    ...(typeof logger === "object" ? { loggerInstance: logger } : { logger: logger ? { level: config.logLevel } : false }),
+    frameworkErrors: (error, request, reply) => {
+      sendProblem(reply, problemFor(error, request));
+    },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.setValidatorCompiler(typeBoxValidatorCompiler);
+  // JSON only: any other media type is answered 415 (Fastify also parses text/plain by default).
+  registerJsonBodyParser(app);
+  registerProblemHandling(app);
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "taskqueue",
+        version: packageVersion(),
+        description:
+          "A background job queue that runs entirely on PostgreSQL. Errors are RFC 9457 problem details " +
+          "(`application/problem+json`); invalid input is answered 422 naming each bad field.",
+      },
+      tags: [
+        { name: "jobs", description: "Enqueue, inspect and cancel jobs." },
+        { name: "metrics", description: "Queue figures across every worker process." },
+        { name: "health", description: "Liveness and readiness probes." },
+      ],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: "/docs" });
+
+  await app.register(jobRoutes, { ledger });
+  await app.register(metricsRoutes, { ledger, config });
+  await app.register(healthRoutes, { ledger });
+  await app.ready();
+  return app as unknown as FastifyInstance;
+}

@@ -1,0 +1,78 @@
+/**
+ * The API's one body parser: `application/json` (with or without parameters such as charset).
+ *
+ * It replaces Fastify's default parser for two reasons: the default answers a body holding a
+ * `__proto__` key (or `constructor.prototype`) with a misleading "not valid JSON"; here such a key
+ * is refused with 422 naming it (e.g. `payload/__proto__`), because handlers that merge payloads
+ * into objects could be prototype-polluted by it. And a syntax error is reported with its position.
+ */
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { JobValidationError } from "../errors.js";
+import { HttpProblem, PROBLEM_TYPES } from "./problem.js";
+
+/**
+ * Path of the first key that could pollute a prototype when the value is merged into another
+ * object: `__proto__` anywhere, or `prototype` inside a `constructor` object. Null if none.
+ * Iterative, so arbitrarily deep values cannot overflow the stack.
+ */
+export function findForbiddenKey(value: unknown): string | null {
+  const stack: { value: unknown; path: string; underConstructor: boolean }[] = [
+    { value, path: "", underConstructor: false },
+  ];
+  while (stack.length > 0) {
+    const { value: current, path, underConstructor } = stack.pop() as (typeof stack)[number];
+    if (current === null || typeof current !== "object") continue;
+    if (Array.isArray(current)) {
+      current.forEach((item, index) => {
+        stack.push({ value: item, path: `${path}/${index}`, underConstructor: false });
+      });
+      continue;
+    }
+    for (const key of Object.keys(current)) {
+      const at = `${path}/${key}`;
+      if (key === "__proto__" || (underConstructor && key === "prototype")) return at.slice(1);
+      stack.push({ value: (current as Record<string, unknown>)[key], path: at, underConstructor: key === "constructor" });
+    }
+  }
+  return null;
+}
+
+/**
+ * Installs the JSON parser on `app` (removing Fastify's defaults, so any other media type is
+ * answered 415). Errors: empty or malformed body → 400 problem; a forbidden key →
+ * {@link JobValidationError} (422).
+ */
+export function registerJsonBodyParser(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    "application/json",
+    { parseAs: "string" },
+    (_request: FastifyRequest, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
+      const text = typeof body === "string" ? body : body.toString("utf8");
+      if (text.trim() === "") {
+        done(new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", "The JSON body is empty."));
+        return;
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : "syntax error";
+        done(new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", `The body is not valid JSON: ${reason}.`));
+        return;
+      }
+      if (text.includes("__proto__") || text.includes("prototype")) {
+        const field = findForbiddenKey(parsed);
+        if (field !== null) {
+          done(
+            new JobValidationError([
+              { field, message: "is a key that could pollute object prototypes (__proto__, constructor.prototype)" },
+            ]),
+          );
+          return;
+        }
+      }
+      done(null, parsed);
+    },
+  );
+}
