@@ -33,6 +33,9 @@ const child = spawn(process.execPath, ["--test", `--test-concurrency=${concurren
   stdio: "inherit",
   env,
 });
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.on(signal, () => child.kill(signal));
+}
 const code = await new Promise((resolve) => child.on("exit", (c, signal) => resolve(c ?? (signal ? 1 : 0))));
 if (embedded) await embedded.stop();
 process.exit(code);

@@ -50,7 +50,7 @@ export { builtinHandlers, registerBuiltinHandlers } from "./worker/handlers/inde
 export { HandlerRegistry, type HandlerJob, type JobHandler } from "./worker/registry.js";
 export { type StopReport, Worker, type WorkerEvents } from "./worker/worker.js";
 export { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded.js";
-// export { buildApp } from "./api/app.js";
+export { buildApp } from "./api/app.js";
 
 /** Options of {@link TaskQueue}: the config fields, plus an optional pool and logger to share. */
 export interface TaskQueueInit extends TaskQueueOptions {

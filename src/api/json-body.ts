@@ -61,16 +61,15 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
         done(new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", `The body is not valid JSON: ${reason}.`));
         return;
       }
-      if (text.includes("__proto__") || text.includes("prototype")) {
-        const field = findForbiddenKey(parsed);
-        if (field !== null) {
-          done(
-            new JobValidationError([
-              { field, message: "is a key that could pollute object prototypes (__proto__, constructor.prototype)" },
-            ]),
-          );
-          return;
-        }
+      // Scanned always, not only when the text contains "__proto__": JSON escapes can spell it.
+      const field = findForbiddenKey(parsed);
+      if (field !== null) {
+        done(
+          new JobValidationError([
+            { field, message: "is a key that could pollute object prototypes (__proto__, constructor.prototype)" },
+          ]),
+        );
+        return;
       }
       done(null, parsed);
     },

@@ -41,12 +41,19 @@ export const JobStatusSchema = Type.Union(
   { description: `Lifecycle state: one of ${JOB_STATUSES.join(", ")}.` },
 );
 
-/** Handler name: 1–200 characters, no NUL character. */
+/**
+ * Text PostgreSQL stores as given: no NUL character, no unpaired UTF-16 surrogate (which would be
+ * silently replaced on the way to the database). Escapes, not raw characters, so the OpenAPI
+ * document shows it readably.
+ */
+export const STORABLE_TEXT_PATTERN = "^(?:[^\\u0000\\ud800-\\udfff]|[\\ud800-\\udbff][\\udc00-\\udfff])*$";
+
+/** Handler name: 1–200 characters of storable text. */
 const JobType = Type.String({
   minLength: 1,
   maxLength: 200,
-  pattern: "^[^\\u0000]*$",
-  description: "Handler name, 1–200 characters (no NUL character).",
+  pattern: STORABLE_TEXT_PATTERN,
+  description: "Handler name, 1–200 characters (no NUL character, no unpaired surrogate).",
   examples: ["echo"],
 });
 

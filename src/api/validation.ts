@@ -117,7 +117,7 @@ function toSchemaError(error: ValueError): SchemaValidationError {
     case ValueErrorType.ObjectAdditionalProperties:
       return { ...base, keyword: "additionalProperties", message: "is not a known field (unknown fields are rejected)" };
     case ValueErrorType.StringPattern:
-      return { ...base, keyword: "pattern", message: "must not contain a NUL character (\\u0000)" };
+      return { ...base, keyword: "pattern", message: "must not contain a NUL character (\\u0000) or an unpaired surrogate" };
   }
   const message = describeSchema(schema) ?? error.message.replace(/^Expected/, "must be");
   const keyword = ValueErrorType[error.type] ?? "type";

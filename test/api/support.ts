@@ -1,0 +1,44 @@
+/** Shared assertions of the API tests. */
+import assert from "node:assert/strict";
+import type { LightMyRequestResponse } from "fastify";
+
+/** An RFC 9457 body as the API sends it. */
+export interface ProblemBody {
+  type: string;
+  title: string;
+  status: number;
+  detail?: string;
+  instance?: string;
+  errors?: { field: string; message: string }[];
+}
+
+/**
+ * Asserts `res` is an RFC 9457 problem with this status (content type, members, status echoed)
+ * and, if `fields` is given, that `errors` names exactly those fields. Returns the body.
+ */
+export function assertProblem(res: LightMyRequestResponse, status: number, fields?: string[]): ProblemBody {
+  assert.equal(res.statusCode, status, `expected ${status}, got ${res.statusCode}: ${res.body.slice(0, 500)}`);
+  assert.match(String(res.headers["content-type"]), /^application\/problem\+json/);
+  const body = res.json<ProblemBody>();
+  assert.equal(typeof body.type, "string");
+  assert.ok(body.type.length > 0);
+  assert.equal(typeof body.title, "string");
+  assert.ok(body.title.length > 0);
+  assert.equal(body.status, status);
+  assert.equal(typeof body.detail, "string");
+  assert.ok((body.detail ?? "").length > 0);
+  assert.equal(typeof body.instance, "string");
+  if (fields) {
+    assert.ok(Array.isArray(body.errors), "errors must be an array");
+    assert.deepEqual(
+      [...new Set((body.errors ?? []).map((e) => e.field))].sort(),
+      [...fields].sort(),
+      `errors: ${JSON.stringify(body.errors)}`,
+    );
+    for (const e of body.errors ?? []) assert.ok(e.message.length > 0, `empty message for ${e.field}`);
+  }
+  return body;
+}
+
+/** Headers of a JSON request. */
+export const JSON_HEADERS = { "content-type": "application/json" } as const;

@@ -1,0 +1,81 @@
+/** Migrations (DESIGN.md §2): idempotent, safe concurrently, in their own schema, never public. */
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, describe, it } from "node:test";
+import { migrate } from "../../src/db/migrate.js";
+import { createPool } from "../../src/db/pool.js";
+import { DATABASE_URL } from "../helpers/db.js";
+
+const pool = createPool({ connectionString: DATABASE_URL, max: 12 });
+const schemas: string[] = [];
+const fresh = () => {
+  const schema = `tq_migrate_${randomBytes(4).toString("hex")}`;
+  schemas.push(schema);
+  return schema;
+};
+after(async () => {
+  for (const schema of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await pool.end();
+});
+
+describe("migrate", () => {
+  it("creates every table in its own schema and records the version", async () => {
+    const schema = fresh();
+    const result = await migrate(pool, { schema, notifyChannel: "c1" });
+    assert.deepEqual(result, { applied: [1], version: 1 });
+    const { rows } = await pool.query(
+      "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",
+      [schema],
+    );
+    assert.deepEqual(
+      rows.map((r) => r.table_name),
+      ["dead_letter_jobs", "job_counts", "job_stats", "jobs", "migrations", "workers"],
+    );
+  });
+
+  it("is a no-op when current", async () => {
+    const schema = fresh();
+    await migrate(pool, { schema, notifyChannel: "c1" });
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [], version: 1 });
+  });
+
+  it("ten concurrent runs apply each migration once", async () => {
+    const schema = fresh();
+    const results = await Promise.all(Array.from({ length: 10 }, () => migrate(pool, { schema, notifyChannel: "c1" })));
+    assert.equal(results.filter((r) => r.applied.length === 1).length, 1);
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`);
+    assert.equal(rows[0].n, 1);
+  });
+
+  it("re-points the notify triggers when the channel setting changes", async () => {
+    const schema = fresh();
+    await migrate(pool, { schema, notifyChannel: "first_channel" });
+    await migrate(pool, { schema, notifyChannel: "second_channel" });
+    const listener = await pool.connect();
+    try {
+      const received = new Promise<string>((resolve) => listener.on("notification", (m) => resolve(m.channel)));
+      await listener.query("LISTEN second_channel");
+      await pool.query(`INSERT INTO "${schema}".jobs (type) VALUES ('noop')`);
+      assert.equal(await received, "second_channel");
+    } finally {
+      await listener.query("UNLISTEN *");
+      listener.release();
+    }
+  });
+
+  it("the CHECK constraints hold even for writes that bypass the ledger", async () => {
+    const schema = fresh();
+    await migrate(pool, { schema, notifyChannel: "c1" });
+    for (const [column, value] of [
+      ["priority", 0],
+      ["priority", 11],
+      ["max_retries", 11],
+      ["status", "'lost'"],
+    ] as const) {
+      await assert.rejects(
+        pool.query(`INSERT INTO "${schema}".jobs (type, ${column}) VALUES ('noop', ${value})`),
+        /violates check constraint/,
+      );
+    }
+  });
+});
