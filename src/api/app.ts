@@ -62,7 +62,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   const logger = options.logger ?? false;
   const app = Fastify({
     bodyLimit: BODY_LIMIT_BYTES,
-    ...(typeof logger === "object" ? { loggerInstance: logger } : { logger: logger ? { level: config.logLevel } : false }),
+    ...(typeof logger === "object"
+      ? { loggerInstance: logger }
+      : { logger: logger ? { level: config.logLevel } : false }),
     frameworkErrors: (error, request, reply) => {
       sendProblem(reply, problemFor(error, request));
     },
@@ -96,5 +98,5 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await app.register(metricsRoutes, { ledger, config });
   await app.register(healthRoutes, { ledger });
   await app.ready();
-  return app as unknown as FastifyInstance;
+  return app;
 }

@@ -31,7 +31,11 @@ export function findForbiddenKey(value: unknown): string | null {
     for (const key of Object.keys(current)) {
       const at = `${path}/${key}`;
       if (key === "__proto__" || (underConstructor && key === "prototype")) return at.slice(1);
-      stack.push({ value: (current as Record<string, unknown>)[key], path: at, underConstructor: key === "constructor" });
+      stack.push({
+        value: (current as Record<string, unknown>)[key],
+        path: at,
+        underConstructor: key === "constructor",
+      });
     }
   }
   return null;
@@ -47,7 +51,11 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
   app.addContentTypeParser(
     "application/json",
     { parseAs: "string" },
-    (_request: FastifyRequest, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
+    (
+      _request: FastifyRequest,
+      body: string | Buffer,
+      done: (error: Error | null, value?: unknown) => void,
+    ) => {
       const text = typeof body === "string" ? body : body.toString("utf8");
       if (text.trim() === "") {
         done(new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", "The JSON body is empty."));
@@ -58,7 +66,14 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
         parsed = JSON.parse(text);
       } catch (error) {
         const reason = error instanceof Error ? error.message : "syntax error";
-        done(new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", `The body is not valid JSON: ${reason}.`));
+        done(
+          new HttpProblem(
+            400,
+            PROBLEM_TYPES.malformedRequest,
+            "Bad Request",
+            `The body is not valid JSON: ${reason}.`,
+          ),
+        );
         return;
       }
       // Scanned always, not only when the text contains "__proto__": JSON escapes can spell it.
@@ -66,7 +81,10 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
       if (field !== null) {
         done(
           new JobValidationError([
-            { field, message: "is a key that could pollute object prototypes (__proto__, constructor.prototype)" },
+            {
+              field,
+              message: "is a key that could pollute object prototypes (__proto__, constructor.prototype)",
+            },
           ]),
         );
         return;

@@ -82,7 +82,10 @@ export function validationField(entry: ValidationEntry, context: ValidationConte
   return field === "" ? (context ?? "body") : field;
 }
 
-function validationProblems(entries: readonly ValidationEntry[], context: string | undefined): FieldProblem[] {
+function validationProblems(
+  entries: readonly ValidationEntry[],
+  context: string | undefined,
+): FieldProblem[] {
   return entries.slice(0, MAX_FIELD_PROBLEMS).map((entry) => ({
     field: validationField(entry, context),
     message: entry.message ?? "is invalid",
@@ -109,7 +112,14 @@ function isDatabaseError(error: unknown): error is DatabaseErrorLike {
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && typeof severity === "string";
 }
 
-const CONNECTION_ERROR_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "EPIPE", "EAI_AGAIN"]);
+const CONNECTION_ERROR_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EPIPE",
+  "EAI_AGAIN",
+]);
 
 /** True if the database could not be reached or went away (not the request's fault). */
 function isConnectionError(error: unknown): boolean {

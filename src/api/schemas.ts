@@ -28,7 +28,8 @@ function nullable<T extends TSchema>(schema: T) {
  */
 export const OffsetDateTime = Type.String({
   format: "date-time",
-  description: "ISO-8601 date-time with a UTC offset, e.g. `2030-01-01T12:00:00Z` or `2030-01-01T14:00:00+02:00`.",
+  description:
+    "ISO-8601 date-time with a UTC offset, e.g. `2030-01-01T12:00:00Z` or `2030-01-01T14:00:00+02:00`.",
   examples: ["2030-01-01T12:00:00Z"],
 });
 
@@ -109,7 +110,10 @@ export const BatchBody = Type.Object(
       description: `1–${MAX_BATCH_JOBS} jobs, inserted in one statement: all or none.`,
     }),
   },
-  { additionalProperties: false, description: "Jobs to enqueue together. Unknown fields are rejected with 422." },
+  {
+    additionalProperties: false,
+    description: "Jobs to enqueue together. Unknown fields are rejected with 422.",
+  },
 );
 export type BatchBody = Static<typeof BatchBody>;
 
@@ -132,7 +136,10 @@ export const ListJobsQuerystring = Type.Object(
     status: Type.Optional(JobStatusSchema),
     type: Type.Optional(JobType),
     created_after: Type.Optional(
-      Type.String({ ...OffsetDateTime, description: "Only jobs created strictly after this instant (UTC offset required)." }),
+      Type.String({
+        ...OffsetDateTime,
+        description: "Only jobs created strictly after this instant (UTC offset required).",
+      }),
     ),
     limit: Type.Optional(
       Type.Integer({
@@ -209,7 +216,9 @@ export const MetricsResponse = Type.Object({
   ),
   active_workers: Type.Integer({ description: "Worker processes with a fresh heartbeat." }),
   jobs_per_second: Type.Number({ description: "Jobs completed per second over the trailing window." }),
-  error_rate: Type.Number({ description: "Failed attempts / finished attempts over the window (0 when none)." }),
+  error_rate: Type.Number({
+    description: "Failed attempts / finished attempts over the window (0 when none).",
+  }),
   average_execution_seconds: nullable(
     Type.Number({ description: "Mean execution time of jobs completed in the window; null when none." }),
   ),
@@ -223,7 +232,9 @@ export const MetricsResponse = Type.Object({
     { description: "Execution-time quantiles of the most recent finished jobs, seconds." },
   ),
   dead_letter_count: Type.Integer({ description: "Rows in the dead-letter table." }),
-  fenced_writes: Type.Integer({ description: "Late writes refused by the claim fence, summed over live workers." }),
+  fenced_writes: Type.Integer({
+    description: "Late writes refused by the claim fence, summed over live workers.",
+  }),
   window_seconds: Type.Number({ description: "Length of the trailing window of the rates." }),
 });
 export type MetricsResponse = Static<typeof MetricsResponse>;

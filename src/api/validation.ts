@@ -115,9 +115,17 @@ function toSchemaError(error: ValueError): SchemaValidationError {
     case ValueErrorType.ObjectRequiredProperty:
       return { ...base, keyword: "required", message: "is required" };
     case ValueErrorType.ObjectAdditionalProperties:
-      return { ...base, keyword: "additionalProperties", message: "is not a known field (unknown fields are rejected)" };
+      return {
+        ...base,
+        keyword: "additionalProperties",
+        message: "is not a known field (unknown fields are rejected)",
+      };
     case ValueErrorType.StringPattern:
-      return { ...base, keyword: "pattern", message: "must not contain a NUL character (\\u0000) or an unpaired surrogate" };
+      return {
+        ...base,
+        keyword: "pattern",
+        message: "must not contain a NUL character (\\u0000) or an unpaired surrogate",
+      };
   }
   const message = describeSchema(schema) ?? error.message.replace(/^Expected/, "must be");
   const keyword = ValueErrorType[error.type] ?? "type";

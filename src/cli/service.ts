@@ -114,18 +114,20 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 }
 
 /**
- * Runs until SIGINT/SIGTERM, then stops gracefully and exits 0. A second signal exits at once
- * with code 130.
+ * Runs until SIGINT/SIGTERM, then stops gracefully and exits 0. A signal repeated more than a
+ * second later exits at once with code 130; one within the second is the same Ctrl-C arriving
+ * twice (from the terminal's process group and forwarded by npm) and is ignored.
  */
 export async function runUntilSignal(service: RunningService): Promise<never> {
   return new Promise<never>(() => {
-    let signalled = false;
+    let signalledAt: number | null = null;
     const onSignal = (signal: NodeJS.Signals) => {
-      if (signalled) {
+      if (signalledAt !== null) {
+        if (Date.now() - signalledAt < 1000) return;
         service.logger.warn({ signal }, "second signal: exiting now");
         process.exit(130);
       }
-      signalled = true;
+      signalledAt = Date.now();
       service.logger.info({ signal }, "shutting down gracefully");
       service.stop().then(
         () => process.exit(0),

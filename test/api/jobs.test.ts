@@ -52,14 +52,23 @@ describe("/jobs", () => {
     assert.equal(job.max_retries, 3);
     assert.equal(job.attempt, 0);
     assert.deepEqual(job.errors, []);
-    for (const key of ["claimed_at", "started_at", "heartbeat_at", "completed_at", "result", "error", "worker_id"]) {
+    for (const key of [
+      "claimed_at",
+      "started_at",
+      "heartbeat_at",
+      "completed_at",
+      "result",
+      "error",
+      "worker_id",
+    ]) {
       assert.equal(job[key as keyof JobResponse], null, key);
     }
     assert.ok(!Number.isNaN(Date.parse(job.created_at)));
     assert.ok(Math.abs(Date.parse(job.run_at) - Date.parse(job.created_at)) < 1000, "run_at defaults to now");
-    const [row] = await db.sql<{ status: string; priority: number }>("SELECT status, priority FROM jobs WHERE id = $1", [
-      job.id,
-    ]);
+    const [row] = await db.sql<{ status: string; priority: number }>(
+      "SELECT status, priority FROM jobs WHERE id = $1",
+      [job.id],
+    );
     assert.deepEqual(row, { status: "pending", priority: 5 });
   });
 
@@ -130,7 +139,9 @@ describe("/jobs", () => {
     assert.equal(job.attempt, 1);
     assert.equal(job.error, "boom");
     assert.deepEqual(job.result, { ok: true });
-    assert.deepEqual(job.errors, [{ attempt: 0, error: "boom", worker_id: "w1", failed_at: "2030-01-01T00:00:00Z" }]);
+    assert.deepEqual(job.errors, [
+      { attempt: 0, error: "boom", worker_id: "w1", failed_at: "2030-01-01T00:00:00Z" },
+    ]);
     assert.equal(job.worker_id, "w1");
     assert.ok(job.completed_at !== null && !Number.isNaN(Date.parse(job.completed_at)));
   });
@@ -138,13 +149,19 @@ describe("/jobs", () => {
   it("filters the list by status", async () => {
     const a = await enqueue({ type: "status-filter" });
     const b = await enqueue({ type: "status-filter" });
-    await db.sql("UPDATE jobs SET status = 'running', worker_id = 'w', heartbeat_at = now() WHERE id = $1", [b.id]);
-    const running = (await app.inject({ method: "GET", url: "/jobs?status=running&type=status-filter" })).json<JobList>();
+    await db.sql("UPDATE jobs SET status = 'running', worker_id = 'w', heartbeat_at = now() WHERE id = $1", [
+      b.id,
+    ]);
+    const running = (
+      await app.inject({ method: "GET", url: "/jobs?status=running&type=status-filter" })
+    ).json<JobList>();
     assert.deepEqual(
       running.jobs.map((j) => j.id),
       [b.id],
     );
-    const pending = (await app.inject({ method: "GET", url: "/jobs?status=pending&type=status-filter" })).json<JobList>();
+    const pending = (
+      await app.inject({ method: "GET", url: "/jobs?status=pending&type=status-filter" })
+    ).json<JobList>();
     assert.deepEqual(
       pending.jobs.map((j) => j.id),
       [a.id],

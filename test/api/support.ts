@@ -17,7 +17,11 @@ export interface ProblemBody {
  * and, if `fields` is given, that `errors` names exactly those fields. Returns the body.
  */
 export function assertProblem(res: LightMyRequestResponse, status: number, fields?: string[]): ProblemBody {
-  assert.equal(res.statusCode, status, `expected ${status}, got ${res.statusCode}: ${res.body.slice(0, 500)}`);
+  assert.equal(
+    res.statusCode,
+    status,
+    `expected ${status}, got ${res.statusCode}: ${res.body.slice(0, 500)}`,
+  );
   assert.match(String(res.headers["content-type"]), /^application\/problem\+json/);
   const body = res.json<ProblemBody>();
   assert.equal(typeof body.type, "string");

@@ -31,7 +31,10 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         tags: ["health"],
         summary: "Readiness probe",
         description: "200 if the database answers and the schema is migrated, else 503.",
-        response: { 200: ReadyResponse, 503: problemResponse("The database is unreachable or not migrated.") },
+        response: {
+          200: ReadyResponse,
+          503: problemResponse("The database is unreachable or not migrated."),
+        },
       },
     },
     async (request) => {

@@ -67,7 +67,10 @@ export class PrometheusMetrics {
       "Execution-time quantiles of the most recent finished jobs (NaN when none).",
       ["quantile"],
     );
-    this.executionSamples = gauge("execution_seconds_samples", "Finished jobs the execution quantiles come from.");
+    this.executionSamples = gauge(
+      "execution_seconds_samples",
+      "Finished jobs the execution quantiles come from.",
+    );
     this.deadLetter = gauge("dead_letter_jobs", "Jobs in the dead-letter table.");
     this.fencedWrites = gauge("fenced_writes", "Late writes refused by the claim fence, over live workers.");
   }
@@ -96,7 +99,10 @@ export class PrometheusMetrics {
 }
 
 /** Registers GET /metrics and GET /metrics/prometheus. Database errors go to the problem handler. */
-export const metricsRoutes: FastifyPluginAsyncTypebox<MetricsRoutesOptions> = async (app, { ledger, config }) => {
+export const metricsRoutes: FastifyPluginAsyncTypebox<MetricsRoutesOptions> = async (
+  app,
+  { ledger, config },
+) => {
   const prometheus = new PrometheusMetrics();
 
   app.get(

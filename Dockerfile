@@ -1,0 +1,25 @@
+# taskqueue service image: `taskqueue api` by default; `taskqueue worker` for workers.
+# Needs DATABASE_URL (the embedded PostgreSQL is for `npm start` on a developer machine).
+FROM node:22-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
+COPY src ./src
+RUN npx tsc -p tsconfig.build.json && node scripts/copy-migrations.mjs \
+ && npm prune --omit=dev --ignore-scripts
+
+FROM node:22-bookworm-slim
+ENV NODE_ENV=production HOST=0.0.0.0 PORT=8000
+WORKDIR /app
+COPY --from=build /app/package.json ./package.json
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+# The image's unprivileged user (uid 1000).
+USER node
+EXPOSE 8000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8000)+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+ENTRYPOINT ["node", "dist/src/cli/main.js"]
+CMD ["api"]

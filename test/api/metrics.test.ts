@@ -1,0 +1,157 @@
+/** GET /metrics and GET /metrics/prometheus, read from the database. */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import type { FastifyInstance } from "fastify";
+import { buildApp } from "../../src/api/app.js";
+import type { JobResponse, MetricsResponse } from "../../src/api/schemas.js";
+import { createTestDb, type TestDb } from "../helpers/db.js";
+
+/** Value of one sample line of a Prometheus text body, e.g. `taskqueue_queue_depth{status="pending"}`. */
+function sample(text: string, series: string): number {
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  assert.ok(line, `no sample ${series} in:\n${text}`);
+  return Number(line.slice(series.length + 1));
+}
+
+describe("metrics", () => {
+  let db: TestDb;
+  let app: FastifyInstance;
+
+  before(async () => {
+    db = await createTestDb();
+    app = await buildApp({ ledger: db.ledger, config: db.config });
+  });
+
+  after(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  const metrics = async () => {
+    const res = await app.inject({ method: "GET", url: "/metrics" });
+    assert.equal(res.statusCode, 200, res.body);
+    return res.json<MetricsResponse>();
+  };
+  const prometheus = async () => {
+    const res = await app.inject({ method: "GET", url: "/metrics/prometheus" });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.match(String(res.headers["content-type"]), /^text\/plain; version=0\.0\.4/);
+    return res.body;
+  };
+
+  it("reports every JSON key, all zero on an empty queue", async () => {
+    const m = await metrics();
+    assert.deepEqual(Object.keys(m).sort(), [
+      "active_workers",
+      "average_execution_seconds",
+      "dead_letter_count",
+      "error_rate",
+      "execution_seconds",
+      "fenced_writes",
+      "jobs_per_second",
+      "queue_depth",
+      "window_seconds",
+    ]);
+    assert.deepEqual(m.queue_depth, { pending: 0, claimed: 0, running: 0, done: 0, dead: 0, cancelled: 0 });
+    assert.deepEqual(m.execution_seconds, { p50: null, p90: null, p99: null, samples: 0 });
+    assert.equal(m.average_execution_seconds, null);
+    assert.equal(m.active_workers, 0);
+    assert.equal(m.jobs_per_second, 0);
+    assert.equal(m.error_rate, 0);
+    assert.equal(m.dead_letter_count, 0);
+    assert.equal(m.fenced_writes, 0);
+    assert.equal(m.window_seconds, 60);
+  });
+
+  it("counts queue depth by status after enqueuing", async () => {
+    const res = await app.inject({
+      method: "POST",
+      url: "/jobs/batch",
+      payload: { jobs: Array.from({ length: 5 }, () => ({ type: "echo" })) },
+    });
+    assert.equal(res.statusCode, 201);
+    const [first, second] = res.json<{ jobs: JobResponse[] }>().jobs as [JobResponse, JobResponse];
+    assert.equal((await app.inject({ method: "DELETE", url: `/jobs/${first.id}` })).statusCode, 200);
+    await db.sql(
+      "UPDATE jobs SET status='running', worker_id='w', heartbeat_at=now(), started_at=now() WHERE id=$1",
+      [second.id],
+    );
+    const m = await metrics();
+    assert.deepEqual(m.queue_depth, { pending: 3, claimed: 0, running: 1, done: 0, dead: 0, cancelled: 1 });
+  });
+
+  it("reports throughput and execution time of finished jobs", async () => {
+    const job = (
+      await app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } })
+    ).json<JobResponse>();
+    await db.sql(
+      "UPDATE jobs SET status='running', worker_id='w', heartbeat_at=now(), started_at=now() WHERE id=$1",
+      [job.id],
+    );
+    await db.sql(
+      "UPDATE jobs SET status='done', started_at=now() - interval '2 seconds', completed_at=now(), result='null' WHERE id=$1",
+      [job.id],
+    );
+    const m = await metrics();
+    assert.equal(m.queue_depth.done, 1);
+    assert.ok(m.jobs_per_second > 0);
+    assert.ok(m.average_execution_seconds !== null && Math.abs(m.average_execution_seconds - 2) < 0.01);
+    assert.equal(m.execution_seconds.samples, 1);
+    assert.ok(m.execution_seconds.p99 !== null && Math.abs(m.execution_seconds.p99 - 2) < 0.01);
+  });
+
+  it('exports the same figures in Prometheus text: taskqueue_queue_depth{status="pending"} N', async () => {
+    const m = await metrics();
+    const text = await prometheus();
+    assert.match(
+      text,
+      new RegExp(`^taskqueue_queue_depth\\{status="pending"\\} ${m.queue_depth.pending}$`, "m"),
+    );
+    for (const status of ["pending", "claimed", "running", "done", "dead", "cancelled"] as const) {
+      assert.equal(sample(text, `taskqueue_queue_depth{status="${status}"}`), m.queue_depth[status]);
+    }
+    assert.equal(sample(text, "taskqueue_active_workers"), m.active_workers);
+    assert.equal(sample(text, "taskqueue_dead_letter_jobs"), m.dead_letter_count);
+    assert.equal(sample(text, "taskqueue_fenced_writes"), m.fenced_writes);
+    assert.equal(sample(text, "taskqueue_error_rate"), m.error_rate);
+    assert.ok(sample(text, "taskqueue_jobs_per_second") > 0);
+    assert.ok(Math.abs(sample(text, "taskqueue_average_execution_seconds") - 2) < 0.01);
+    for (const q of ["0.5", "0.9", "0.99"]) {
+      assert.ok(Math.abs(sample(text, `taskqueue_execution_seconds{quantile="${q}"}`) - 2) < 0.01);
+    }
+    assert.match(text, /^# TYPE taskqueue_queue_depth gauge$/m);
+    assert.ok(
+      text
+        .split("\n")
+        .filter((l) => l !== "" && !l.startsWith("#"))
+        .every((l) => l.startsWith("taskqueue_")),
+      "every series is prefixed taskqueue_",
+    );
+  });
+
+  it("reflects new jobs at the next scrape", async () => {
+    const before = sample(await prometheus(), 'taskqueue_queue_depth{status="pending"}');
+    assert.equal(
+      (await app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } })).statusCode,
+      201,
+    );
+    assert.equal(sample(await prometheus(), 'taskqueue_queue_depth{status="pending"}'), before + 1);
+  });
+
+  it("keeps each app's registry separate", async () => {
+    const other = await buildApp({ ledger: db.ledger, config: db.config });
+    try {
+      const [a, b] = await Promise.all([
+        prometheus(),
+        other.inject({ method: "GET", url: "/metrics/prometheus" }),
+      ]);
+      assert.equal(b.statusCode, 200);
+      assert.equal(
+        sample(b.body, 'taskqueue_queue_depth{status="pending"}'),
+        sample(a, 'taskqueue_queue_depth{status="pending"}'),
+      );
+    } finally {
+      await other.close();
+    }
+  });
+});
