@@ -238,7 +238,7 @@ export function registerProblemHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
     const problem = problemFor(error, request);
     if (problem.status >= 500) request.log.error({ err: error }, "request failed");
-    else request.log.info({ status: problem.status, detail: problem.detail }, "request refused");
+    else request.log.debug({ status: problem.status, detail: problem.detail }, "request refused");
     return sendProblem(reply, problem);
   });
   app.setNotFoundHandler((request, reply) =>

@@ -4,7 +4,15 @@
  * Wire field names are snake_case; {@link toJobResponse} is the one place that maps the library's
  * camelCase {@link Job} to them.
  */
-import { type Static, type TSchema, Type } from "@sinclair/typebox";
+import {
+  Kind,
+  type SchemaOptions,
+  type Static,
+  type TSchema,
+  type TUnsafe,
+  Type,
+  TypeRegistry,
+} from "@sinclair/typebox";
 import { MAX_BATCH_JOBS } from "../queue/ledger.js";
 import { JOB_STATUSES, type Job } from "../queue/types.js";
 
@@ -23,8 +31,10 @@ function nullable<T extends TSchema>(schema: T) {
 }
 
 /**
- * An RFC 3339 / ISO-8601 date-time that carries a UTC offset (`Z` or `+02:00`). The `date-time`
- * format is checked by the validator in validation.ts: a time without offset is refused (ambiguous).
+ * An ISO-8601 date-time that carries a UTC offset (`Z`, `+02:00` or `+0200`): RFC 3339, plus what
+ * the ledger also accepts (seconds optional, a space instead of `T`). The `date-time` format is
+ * checked by isOffsetDateTime in validation.ts: a time without offset is refused (ambiguous), so
+ * is an impossible date such as 2030-02-30.
  */
 export const OffsetDateTime = Type.String({
   format: "date-time",
@@ -36,11 +46,26 @@ export const OffsetDateTime = Type.String({
 /** A timestamp in a response: ISO-8601, UTC. */
 const Timestamp = Type.String({ format: "date-time", description: "ISO-8601, UTC." });
 
-/** The six lifecycle states (DESIGN.md §4). */
-export const JobStatusSchema = Type.Union(
-  JOB_STATUSES.map((status) => Type.Literal(status)),
-  { description: `Lifecycle state: one of ${JOB_STATUSES.join(", ")}.` },
+TypeRegistry.Set<{ enum: readonly string[] }>(
+  "StringEnum",
+  (schema, value) => typeof value === "string" && schema.enum.includes(value),
 );
+
+/**
+ * A string that is one of `values`, as a plain JSON-schema `enum` (Swagger UI shows a drop-down;
+ * a union of literals would show `anyOf`). Checked by the TypeBox kind registered above.
+ */
+export function StringEnum<T extends readonly string[]>(
+  values: T,
+  options: SchemaOptions = {},
+): TUnsafe<T[number]> {
+  return Type.Unsafe<T[number]>({ ...options, [Kind]: "StringEnum", type: "string", enum: [...values] });
+}
+
+/** The six lifecycle states (DESIGN.md §4). */
+export const JobStatusSchema = StringEnum(JOB_STATUSES, {
+  description: `Lifecycle state: one of ${JOB_STATUSES.join(", ")}.`,
+});
 
 /**
  * Text PostgreSQL stores as given: no NUL character, no unpaired UTF-16 surrogate (which would be

@@ -55,6 +55,8 @@ export function isOffsetDateTime(text: string): boolean {
   );
 }
 
+// TypeBox keeps formats in one process-wide registry; "date-time" is defined here, once, for
+// every schema the API compiles (request bodies and query strings alike).
 FormatRegistry.Set("date-time", isOffsetDateTime);
 
 /** A validation error in the shape Fastify and problem.ts expect (a subset of Ajv's). */
@@ -80,9 +82,11 @@ type SchemaFields = {
   maxItems?: number;
   format?: string;
   anyOf?: { const?: unknown }[];
+  enum?: unknown[];
 };
 
 function describeSchema(schema: SchemaFields): string | null {
+  if (Array.isArray(schema.enum)) return `must be one of: ${schema.enum.map(String).join(", ")}`;
   switch (schema.type) {
     case "integer":
       if (schema.minimum !== undefined && schema.maximum !== undefined)

@@ -130,6 +130,7 @@ describe("dead-letter", () => {
   });
 
   it("the move to dead_letter_jobs happens in the same statement as the status change", async () => {
+    await db.sql("DELETE FROM jobs WHERE type = 'retry_test'"); // only this job may be claimable
     const job = await db.ledger.addJob({ type: "retry_test", maxRetries: 0 });
     // Fail inside a transaction we can inspect from another session before commit.
     const client = await db.pool.connect();
@@ -150,6 +151,7 @@ describe("dead-letter", () => {
   });
 
   it("a failing dead-letter insert rolls back the status change too", async () => {
+    await db.sql("DELETE FROM jobs WHERE type = 'retry_test'"); // only this job may be claimable
     const job = await db.ledger.addJob({ type: "retry_test", maxRetries: 0 });
     await db.sql("UPDATE jobs SET run_at = now() WHERE id = $1", [job.id]);
     const [claimed] = await session.claim(["retry_test"], 1);
