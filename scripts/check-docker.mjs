@@ -11,9 +11,13 @@ const dockerfile = readFileSync("Dockerfile", "utf8");
 const finalStage = dockerfile.split(/^FROM /m).at(-1) ?? "";
 const user = finalStage.match(/^USER\s+(\S+)/m)?.[1];
 check(user && user !== "root" && user !== "0", "Dockerfile: the final stage must switch to a non-root USER");
-check(/ENTRYPOINT \["node", "dist\/src\/cli\/main\.js"\]/.test(finalStage), "Dockerfile: ENTRYPOINT must run dist/src/cli/main.js");
+check(
+  /ENTRYPOINT \["node", "dist\/src\/cli\/main\.js"\]/.test(finalStage),
+  "Dockerfile: ENTRYPOINT must run dist/src/cli/main.js",
+);
 for (const [, source] of dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
-  for (const path of source.split(/\s+/)) check(existsSync(path), `Dockerfile: COPY source ${path} does not exist`);
+  for (const path of source.split(/\s+/))
+    check(existsSync(path), `Dockerfile: COPY source ${path} does not exist`);
 }
 check(existsSync("tsconfig.build.json"), "Dockerfile builds with tsconfig.build.json");
 
@@ -23,10 +27,16 @@ check(/^postgres:16/.test(postgres?.image ?? ""), "compose: postgres service mus
 check(Array.isArray(api?.healthcheck?.test), "compose: api needs a healthcheck");
 check(api?.command?.[0] === "api", "compose: api runs `taskqueue api`");
 check(worker?.command?.[0] === "worker", "compose: worker runs `taskqueue worker`");
-check(!worker?.ports && !worker?.container_name, "compose: worker must have no ports or container_name (--scale)");
+check(
+  !worker?.ports && !worker?.container_name,
+  "compose: worker must have no ports or container_name (--scale)",
+);
 check(worker?.depends_on?.api?.condition === "service_healthy", "compose: worker waits for a healthy api");
 for (const name of ["api", "worker"]) {
-  check(/^postgres:\/\/.+@postgres:5432\//.test(compose.services[name]?.environment?.DATABASE_URL ?? ""), `compose: ${name} needs DATABASE_URL to the postgres service`);
+  check(
+    /^postgres:\/\/.+@postgres:5432\//.test(compose.services[name]?.environment?.DATABASE_URL ?? ""),
+    `compose: ${name} needs DATABASE_URL to the postgres service`,
+  );
 }
 
 if (problems.length) {

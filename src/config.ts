@@ -111,7 +111,14 @@ const RULES: { [K in keyof ResolvedConfig]: Rule } = {
   host: { kind: "string", env: "HOST", default: "127.0.0.1" },
   port: { kind: "number", env: "PORT", min: 0, max: 65_535, integer: true, default: 8000 },
   workerCount: { kind: "number", env: "WORKER_COUNT", min: 1, max: 10_000, integer: true, default: 4 },
-  prefetch: { kind: "number", env: "WORKER_PREFETCH", min: 1, max: 100_000, integer: true, default: undefined },
+  prefetch: {
+    kind: "number",
+    env: "WORKER_PREFETCH",
+    min: 1,
+    max: 100_000,
+    integer: true,
+    default: undefined,
+  },
   pollIntervalSeconds: seconds("POLL_INTERVAL_SECONDS", 5),
   heartbeatIntervalSeconds: seconds("HEARTBEAT_INTERVAL_SECONDS", 10),
   reaperIntervalSeconds: seconds("REAPER_INTERVAL_SECONDS", 15),
@@ -127,16 +134,21 @@ function checkValue(field: string, rule: Rule, value: unknown): unknown {
   if (value === undefined) return rule.default;
   switch (rule.kind) {
     case "number": {
-      if (typeof value !== "number" || !Number.isFinite(value)) throw new ConfigError(field, "must be a number");
+      if (typeof value !== "number" || !Number.isFinite(value))
+        throw new ConfigError(field, "must be a number");
       if (rule.integer && !Number.isInteger(value)) throw new ConfigError(field, "must be a whole number");
       if (value < rule.min || value > rule.max)
         throw new ConfigError(field, `must be between ${rule.min} and ${rule.max}, got ${value}`);
       return value;
     }
     case "string": {
-      if (typeof value !== "string" || value === "") throw new ConfigError(field, "must be a non-empty string");
+      if (typeof value !== "string" || value === "")
+        throw new ConfigError(field, "must be a non-empty string");
       if (rule.pattern && !rule.pattern.test(value))
-        throw new ConfigError(field, `must be ${rule.hint ?? rule.pattern.source}, got ${JSON.stringify(value)}`);
+        throw new ConfigError(
+          field,
+          `must be ${rule.hint ?? rule.pattern.source}, got ${JSON.stringify(value)}`,
+        );
       return value;
     }
     case "boolean":
@@ -144,7 +156,10 @@ function checkValue(field: string, rule: Rule, value: unknown): unknown {
       return value;
     case "enum":
       if (typeof value !== "string" || !rule.values.includes(value))
-        throw new ConfigError(field, `must be one of ${rule.values.join(", ")}, got ${JSON.stringify(value)}`);
+        throw new ConfigError(
+          field,
+          `must be one of ${rule.values.join(", ")}, got ${JSON.stringify(value)}`,
+        );
       return value;
   }
 }
@@ -199,7 +214,8 @@ export function configFromEnv(
     try {
       checkValue(rule.env, rule, value);
     } catch (error) {
-      if (error instanceof ConfigError) throw new ConfigError(rule.env, error.message.slice(rule.env.length + 2));
+      if (error instanceof ConfigError)
+        throw new ConfigError(rule.env, error.message.slice(rule.env.length + 2));
       throw error;
     }
     options[field] = value;

@@ -25,7 +25,9 @@ import { registerBuiltinHandlers } from "./worker/handlers/index.js";
 import { HandlerRegistry, type JobHandler } from "./worker/registry.js";
 import { Worker } from "./worker/worker.js";
 
-export { type ResolvedConfig, resolveConfig, configFromEnv, type TaskQueueOptions } from "./config.js";
+export { buildApp } from "./api/app.js";
+export { configFromEnv, type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "./config.js";
+export { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 export {
   ConfigError,
   type FieldProblem,
@@ -47,10 +49,8 @@ export type {
   QueueMetrics,
 } from "./queue/types.js";
 export { builtinHandlers, registerBuiltinHandlers } from "./worker/handlers/index.js";
-export { HandlerRegistry, type HandlerJob, type JobHandler } from "./worker/registry.js";
+export { type HandlerJob, HandlerRegistry, type JobHandler } from "./worker/registry.js";
 export { type StopReport, Worker, type WorkerEvents } from "./worker/worker.js";
-export { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded.js";
-export { buildApp } from "./api/app.js";
 
 /** Options of {@link TaskQueue}: the config fields, plus an optional pool and logger to share. */
 export interface TaskQueueInit extends TaskQueueOptions {
@@ -76,7 +76,8 @@ export class TaskQueue {
   constructor(options: TaskQueueInit = {}) {
     const { pool, logger, builtinHandlers, ...rest } = options;
     const config = resolveConfig(rest);
-    if (!config.databaseUrl) throw new ConfigError("databaseUrl", "is required (a PostgreSQL connection string)");
+    if (!config.databaseUrl)
+      throw new ConfigError("databaseUrl", "is required (a PostgreSQL connection string)");
     this.config = config as ResolvedConfig & { databaseUrl: string };
     this.logger = logger ?? createLogger(config.logLevel);
     this.ownsPool = !pool;
@@ -134,7 +135,9 @@ export class TaskQueue {
    *   claimed types to a subset of the registered ones; `runReaper` false leaves reaping to others.
    * @throws {Error} when no handler is registered or a listed type has none.
    */
-  async startWorker(overrides: TaskQueueOptions & { runReaper?: boolean; types?: string[] } = {}): Promise<Worker> {
+  async startWorker(
+    overrides: TaskQueueOptions & { runReaper?: boolean; types?: string[] } = {},
+  ): Promise<Worker> {
     const { runReaper, types, ...rest } = overrides;
     const config = resolveConfig({ ...this.config, ...rest }) as TaskQueue["config"];
     const worker = new Worker({

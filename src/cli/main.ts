@@ -17,7 +17,9 @@ const integer = (name: string) => (value: string) => {
 };
 
 function envHelp(): string {
-  const rows = environmentVariables().map((v) => `  ${v.env.padEnd(28)} ${v.default === undefined ? "" : String(v.default)}`);
+  const rows = environmentVariables().map(
+    (v) => `  ${v.env.padEnd(28)} ${v.default === undefined ? "" : String(v.default)}`,
+  );
   return `\nEnvironment (variable, default):\n${rows.join("\n")}\n`;
 }
 
@@ -29,9 +31,16 @@ const program = new Command()
 
 function workerFlags(command: Command): Command {
   return command
-    .addOption(new Option("-c, --concurrency <n>", "handlers run at once (overrides WORKER_COUNT)").argParser(integer("--concurrency")))
+    .addOption(
+      new Option("-c, --concurrency <n>", "handlers run at once (overrides WORKER_COUNT)").argParser(
+        integer("--concurrency"),
+      ),
+    )
     .option("--types <list>", "claim only these job types, comma-separated (default: every registered type)")
-    .option("--handlers <module>", "ES module whose default export registers handlers: (registry) => void, or {type: handler}");
+    .option(
+      "--handlers <module>",
+      "ES module whose default export registers handlers: (registry) => void, or {type: handler}",
+    );
 }
 
 interface RoleFlags {
@@ -49,7 +58,10 @@ async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean;
     config,
     ...roles,
     migrate: flags.migrate,
-    types: flags.types?.split(",").map((t) => t.trim()).filter(Boolean),
+    types: flags.types
+      ?.split(",")
+      .map((t) => t.trim())
+      .filter(Boolean),
     handlersModule: flags.handlers,
   });
   await runUntilSignal(service);
@@ -58,7 +70,9 @@ async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean;
 workerFlags(
   program
     .command("start")
-    .description("API and workers in one process; with no DATABASE_URL, on an embedded PostgreSQL kept in .taskqueue/")
+    .description(
+      "API and workers in one process; with no DATABASE_URL, on an embedded PostgreSQL kept in .taskqueue/",
+    )
     .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(integer("--port")))
     .option("--no-migrate", "do not migrate at start"),
 ).action((flags: RoleFlags) => runRole(flags, { api: true, worker: true, allowEmbedded: true }));

@@ -9,8 +9,8 @@ import { buildApp } from "../api/app.js";
 import type { ResolvedConfig } from "../config.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../db/embedded.js";
 import { ConfigError } from "../errors.js";
-import { createLogger, type Logger } from "../log.js";
 import { TaskQueue } from "../index.js";
+import { createLogger, type Logger } from "../log.js";
 import type { HandlerRegistry, JobHandler } from "../worker/registry.js";
 import type { Worker } from "../worker/worker.js";
 
@@ -47,8 +47,13 @@ async function loadHandlers(registry: HandlerRegistry, modulePath: string): Prom
   const exported = mod.default;
   if (typeof exported === "function") await (exported as (r: HandlerRegistry) => unknown)(registry);
   else if (exported && typeof exported === "object")
-    for (const [type, handler] of Object.entries(exported as Record<string, JobHandler>)) registry.register(type, handler);
-  else throw new ConfigError("--handlers", `${modulePath} must default-export a function(registry) or {type: handler}`);
+    for (const [type, handler] of Object.entries(exported as Record<string, JobHandler>))
+      registry.register(type, handler);
+  else
+    throw new ConfigError(
+      "--handlers",
+      `${modulePath} must default-export a function(registry) or {type: handler}`,
+    );
 }
 
 /** Starts the requested roles. @throws {ConfigError} on bad configuration. */
@@ -58,7 +63,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let config = options.config;
   if (!config.databaseUrl) {
     if (!options.allowEmbedded)
-      throw new ConfigError("DATABASE_URL", "is required for this role (`taskqueue start` alone runs an embedded PostgreSQL)");
+      throw new ConfigError(
+        "DATABASE_URL",
+        "is required for this role (`taskqueue start` alone runs an embedded PostgreSQL)",
+      );
     logger.info({ dataDir: EMBEDDED_DATA_DIR }, "no DATABASE_URL: starting embedded PostgreSQL 16");
     embedded = await startEmbeddedPostgres({
       dataDir: EMBEDDED_DATA_DIR,

@@ -51,19 +51,26 @@ export async function freePort(): Promise<number> {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {
       const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolvePort(address.port) : reject(new Error("no port"))));
+      server.close(() =>
+        typeof address === "object" && address ? resolvePort(address.port) : reject(new Error("no port")),
+      );
     });
   });
 }
 
 /** Runs a PostgreSQL binary, as the `postgres` system user when we are root. */
-function runBinary(binary: string, args: string[], asUser: { uid: number; gid: number } | null): Promise<string> {
+function runBinary(
+  binary: string,
+  args: string[],
+  asUser: { uid: number; gid: number } | null,
+): Promise<string> {
   return new Promise((resolveRun, reject) => {
     execFile(
       binary,
       args,
       { ...(asUser ?? {}), env: { ...process.env, LC_MESSAGES: "C" } },
-      (error, stdout, stderr) => (error ? reject(new Error(`${stderr}${stdout}`.trim() || error.message)) : resolveRun(stdout)),
+      (error, stdout, stderr) =>
+        error ? reject(new Error(`${stderr}${stdout}`.trim() || error.message)) : resolveRun(stdout),
     );
   });
 }
@@ -120,7 +127,11 @@ export async function startEmbeddedPostgres(options: {
   } else {
     const serverOptions = `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`;
     try {
-      await runBinary(pgCtl, ["start", "-w", "-t", "60", "-D", dataDir, "-l", resolve(dataDir, "server.log"), "-o", serverOptions], asUser);
+      await runBinary(
+        pgCtl,
+        ["start", "-w", "-t", "60", "-D", dataDir, "-l", resolve(dataDir, "server.log"), "-o", serverOptions],
+        asUser,
+      );
     } catch (error) {
       throw new Error(`embedded PostgreSQL did not start in ${dataDir}: ${(error as Error).message}`);
     }

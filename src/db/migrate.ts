@@ -62,7 +62,9 @@ export async function migrate(
   return withTransaction(pool, async (client) => {
     await client.query({ ...migrationLock(schema), values: [lockClassFor(schema)] });
     await client.query(createMigrationsTable(schema).text);
-    const done = new Set((await client.query<{ version: number }>(appliedMigrations(schema).text)).rows.map((r) => r.version));
+    const done = new Set(
+      (await client.query<{ version: number }>(appliedMigrations(schema).text)).rows.map((r) => r.version),
+    );
     const applied: number[] = [];
     for (const migration of migrations) {
       if (done.has(migration.version)) continue;

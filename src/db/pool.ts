@@ -38,7 +38,10 @@ export async function connectSession(options: ConnectionOptions): Promise<pg.Cli
 }
 
 /** Runs `fn` in a transaction on a client from `pool`; rolls back on any error and rethrows it. */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function withTransaction<T>(
+  pool: pg.Pool,
+  fn: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
   const client = await pool.connect();
   try {
     await client.query("BEGIN");

@@ -118,7 +118,13 @@ export class Ledger {
   async listJobs(query: ListJobsQuery = {}): Promise<Job[]> {
     const { rows } = await this.pool.query<JobRow>({
       ...listJobs(this.schema),
-      values: [query.status ?? null, query.type ?? null, query.createdAfter ?? null, query.limit ?? 50, query.offset ?? 0],
+      values: [
+        query.status ?? null,
+        query.type ?? null,
+        query.createdAfter ?? null,
+        query.limit ?? 50,
+        query.offset ?? 0,
+      ],
     });
     return rows.map(rowToJob);
   }
@@ -129,7 +135,10 @@ export class Ledger {
    * @throws {JobStateConflictError} the job is not pending (claimed, running or finished).
    */
   async cancelJob(id: number): Promise<Job> {
-    const { rows } = await this.pool.query<JobRow & { cancelled: boolean }>({ ...cancelJob(this.schema), values: [id] });
+    const { rows } = await this.pool.query<JobRow & { cancelled: boolean }>({
+      ...cancelJob(this.schema),
+      values: [id],
+    });
     const row = rows[0];
     if (!row) throw new JobNotFoundError(id);
     if (!row.cancelled) throw new JobStateConflictError(id, row.status, "cancel");
@@ -162,7 +171,10 @@ export class Ledger {
     }>({ ...metrics(this.schema), values: [METRICS_WINDOW_SECONDS, workerLivenessSeconds, quantileSample] });
     const r = rows[0];
     if (!r) throw new Error("metrics query returned no row");
-    const depth = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(r.depth[s] ?? 0)])) as Record<JobStatus, number>;
+    const depth = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(r.depth[s] ?? 0)])) as Record<
+      JobStatus,
+      number
+    >;
     const attempts = r.done_in_window + r.failed_in_window;
     return {
       depth,

@@ -195,7 +195,11 @@ export class LockSession {
   }
 
   /** Upserts the worker row and touches every held job. Returns the ids still held. */
-  async heartbeat(worker: WorkerIdentity, fencedWrites: number, held: readonly ClaimRef[]): Promise<Set<number>> {
+  async heartbeat(
+    worker: WorkerIdentity,
+    fencedWrites: number,
+    held: readonly ClaimRef[],
+  ): Promise<Set<number>> {
     const { rows } = await this.client.query<{ id: number }>({
       ...heartbeat(this.schema),
       values: [

@@ -56,12 +56,20 @@ export function toStorableJson(value: unknown, field: string): { json: string } 
   if (json === undefined) return { problem: { field, message: "is not JSON-serialisable" } };
   if (json.includes("\\u0000")) {
     const at = findNulCharacter(JSON.parse(json), field) ?? field;
-    return { problem: { field: at, message: "contains a NUL character (\\u0000), which PostgreSQL cannot store" } };
+    return {
+      problem: { field: at, message: "contains a NUL character (\\u0000), which PostgreSQL cannot store" },
+    };
   }
   return { json };
 }
 
-function checkInteger(problems: FieldProblem[], field: string, value: unknown, min: number, max: number): void {
+function checkInteger(
+  problems: FieldProblem[],
+  field: string,
+  value: unknown,
+  min: number,
+  max: number,
+): void {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
     problems.push({ field, message: `must be an integer from ${min} to ${max}` });
   }
@@ -74,7 +82,8 @@ function checkInteger(problems: FieldProblem[], field: string, value: unknown, m
  */
 export function validateJobSpec(spec: JobSpec, prefix = ""): NormalizedJobSpec {
   const problems: FieldProblem[] = [];
-  if (typeof spec !== "object" || spec === null) throw new JobValidationError([{ field: prefix || "body", message: "must be an object" }]);
+  if (typeof spec !== "object" || spec === null)
+    throw new JobValidationError([{ field: prefix || "body", message: "must be an object" }]);
   const { type, priority = 5, maxRetries = 3, runAt } = spec;
   if (typeof type !== "string" || type.length < 1 || type.length > 200) {
     problems.push({ field: `${prefix}type`, message: "must be a string of 1 to 200 characters" });
@@ -86,19 +95,25 @@ export function validateJobSpec(spec: JobSpec, prefix = ""): NormalizedJobSpec {
   let when: Date | null = null;
   if (runAt !== undefined && runAt !== null) {
     if (runAt instanceof Date) {
-      if (Number.isNaN(runAt.getTime())) problems.push({ field: `${prefix}run_at`, message: "is an invalid date" });
+      if (Number.isNaN(runAt.getTime()))
+        problems.push({ field: `${prefix}run_at`, message: "is an invalid date" });
       else when = runAt;
     } else if (typeof runAt !== "string" || !OFFSET_DATE_TIME.test(runAt)) {
       problems.push({
         field: `${prefix}run_at`,
-        message: "must be an ISO-8601 date-time with a UTC offset, e.g. 2030-01-01T12:00:00Z (a time without offset is ambiguous)",
+        message:
+          "must be an ISO-8601 date-time with a UTC offset, e.g. 2030-01-01T12:00:00Z (a time without offset is ambiguous)",
       });
     } else {
       when = new Date(runAt.replace(" ", "T"));
-      if (Number.isNaN(when.getTime())) problems.push({ field: `${prefix}run_at`, message: "is not a valid date-time" });
+      if (Number.isNaN(when.getTime()))
+        problems.push({ field: `${prefix}run_at`, message: "is not a valid date-time" });
     }
   }
-  const payload = toStorableJson(spec.payload === undefined ? {} : (spec.payload as JsonValue), `${prefix}payload`);
+  const payload = toStorableJson(
+    spec.payload === undefined ? {} : (spec.payload as JsonValue),
+    `${prefix}payload`,
+  );
   if ("problem" in payload) problems.push(payload.problem);
   if (problems.length > 0) throw new JobValidationError(problems);
   return {

@@ -6,9 +6,10 @@
  * Data flow: claim (lock session) → buffer → handler → completion queue → one batched write per
  * flush (lock session). Handlers never hold a connection.
  */
+
+import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
-import { randomBytes } from "node:crypto";
 import type { ResolvedConfig } from "../config.js";
 import { reconnectDelayMs } from "../db/pool.js";
 import type { Logger } from "../log.js";
@@ -146,7 +147,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Jobs whose advisory lock this process holds or is about to release. */
   private get heldCount(): number {
     return (
-      this.buffer.length + this.running.size + this.doneQueue.length + this.failQueue.length + this.releaseQueue.length
+      this.buffer.length +
+      this.running.size +
+      this.doneQueue.length +
+      this.failQueue.length +
+      this.releaseQueue.length
     );
   }
 
@@ -156,7 +161,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
    */
   async start(): Promise<void> {
     if (this.started) throw new Error("worker already started");
-    if (this.types.length === 0) throw new Error("no handlers registered: a worker needs at least one job type");
+    if (this.types.length === 0)
+      throw new Error("no handlers registered: a worker needs at least one job type");
     this.started = true;
     await this.openSession();
     const session = this.session as LockSession | null;
@@ -194,11 +200,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const slot = this.timers.length;
     const arm = () => {
       const factor = jitter ? 0.9 + Math.random() * 0.2 : 1;
-      const timer = setTimeout(() => {
-        if (this.stopping) return;
-        fn();
-        arm();
-      }, seconds * 1000 * factor);
+      const timer = setTimeout(
+        () => {
+          if (this.stopping) return;
+          fn();
+          arm();
+        },
+        seconds * 1000 * factor,
+      );
       this.timers[slot] = timer;
     };
     arm();
@@ -209,10 +218,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const at = Date.now() + seconds * 1000;
     if (this.retryWake && this.retryWake.at <= at) return;
     if (this.retryWake) clearTimeout(this.retryWake.timer);
-    const timer = setTimeout(() => {
-      this.retryWake = null;
-      this.wake();
-    }, seconds * 1000 + 5);
+    const timer = setTimeout(
+      () => {
+        this.retryWake = null;
+        this.wake();
+      },
+      seconds * 1000 + 5,
+    );
     this.retryWake = { at, timer };
   }
 
@@ -281,7 +293,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
       try {
         if (!handler) throw new Error(`no handler registered for type ${job.type}`);
         result = await handler(
-          { id: job.id, type: job.type, payload: job.payload, attempt: job.attempt, maxRetries: job.maxRetries },
+          {
+            id: job.id,
+            type: job.type,
+            payload: job.payload,
+            attempt: job.attempt,
+            maxRetries: job.maxRetries,
+          },
           controller.signal,
         );
       } catch (error) {
@@ -299,7 +317,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.fenced(job.id, entry.abandoned ? "abandoned" : "session lost");
     } else if (failure === null) {
       const stored = toStorableJson(result, "result");
-      if ("json" in stored) this.doneQueue.push({ id: job.id, attempt: job.attempt, resultJson: stored.json, runMs });
+      if ("json" in stored)
+        this.doneQueue.push({ id: job.id, attempt: job.attempt, resultJson: stored.json, runMs });
       else
         this.failQueue.push({
           id: job.id,
@@ -332,7 +351,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private async flushLoop(): Promise<void> {
-    while (this.startQueue.length + this.doneQueue.length + this.failQueue.length + this.releaseQueue.length > 0) {
+    while (
+      this.startQueue.length + this.doneQueue.length + this.failQueue.length + this.releaseQueue.length >
+      0
+    ) {
       const session = this.session;
       const starts = this.startQueue;
       const done = this.doneQueue;
@@ -348,19 +370,25 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
       // A job that already finished goes straight to done/failed; its started_at comes from runMs.
       const finished = new Set([...done, ...failed, ...released].map((j) => j.id));
-      const toStart = starts.filter((s) => !finished.has(s.id) && this.running.get(s.id)?.abandoned === false);
+      const toStart = starts.filter(
+        (s) => !finished.has(s.id) && this.running.get(s.id)?.abandoned === false,
+      );
       try {
         if (toStart.length > 0) {
           const moved = await session.markRunning(toStart);
           for (const s of toStart) if (!moved.has(s.id)) this.claimLost(s.id);
         }
-        this.outcomes(await session.complete(done), "complete", (o) => this.emit("job:completed", { id: o.id }));
+        this.outcomes(await session.complete(done), "complete", (o) =>
+          this.emit("job:completed", { id: o.id }),
+        );
         this.outcomes(await session.fail(failed, this.config), "fail", (o) => {
           const error = failed.find((f) => f.id === o.id)?.error ?? "";
           this.emit("job:failed", { id: o.id, error, status: o.status ?? "pending" });
           if (o.status === "pending" && o.retry_in_seconds !== undefined) this.wakeIn(o.retry_in_seconds);
         });
-        this.outcomes(await session.release(released), "release", (o) => this.emit("job:released", { id: o.id }));
+        this.outcomes(await session.release(released), "release", (o) =>
+          this.emit("job:released", { id: o.id }),
+        );
       } catch (error) {
         if (!session.isLost) {
           this.logger.error({ err: error }, "batched write failed; resetting the lock session");
@@ -395,7 +423,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (!session || session.isLost) return;
     const held: ClaimRef[] = [
       ...this.buffer.map((b) => ({ id: b.job.id, attempt: b.job.attempt })),
-      ...[...this.running.values()].filter((r) => !r.abandoned).map((r) => ({ id: r.job.id, attempt: r.job.attempt })),
+      ...[...this.running.values()]
+        .filter((r) => !r.abandoned)
+        .map((r) => ({ id: r.job.id, attempt: r.job.attempt })),
     ];
     try {
       const alive = await session.heartbeat(this.identity, this.fencedWrites, held);
@@ -519,7 +549,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
     }
     if (abandonedJobIds.length > 0)
-      this.logger.warn({ jobIds: abandonedJobIds }, "jobs still running at the grace deadline were given back");
+      this.logger.warn(
+        { jobIds: abandonedJobIds },
+        "jobs still running at the grace deadline were given back",
+      );
     this.scheduleFlush();
     await new Promise<void>((resolve) => setImmediate(resolve));
     while (this.flushing || this.flushScheduled) {
@@ -530,7 +563,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const session = this.session;
     this.session = null;
     if (session && !session.isLost) {
-      await session.deleteWorker().catch((error: unknown) => this.logger.warn({ err: error }, "worker row not deleted"));
+      await session
+        .deleteWorker()
+        .catch((error: unknown) => this.logger.warn({ err: error }, "worker row not deleted"));
     }
     await session?.close();
     const report = { releasedJobIds, abandonedJobIds };
@@ -543,6 +578,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
 /** A failed attempt's error text: `Name: message`, NUL-free and at most 4,000 characters. */
 export function describeError(error: unknown): string {
   const text =
-    error instanceof Error ? `${error.name === "Error" ? "" : `${error.name}: `}${error.message}` : String(error);
+    error instanceof Error
+      ? `${error.name === "Error" ? "" : `${error.name}: `}${error.message}`
+      : String(error);
   return text.replaceAll("\u0000", "\\u0000").slice(0, 4000) || "handler failed without a message";
 }

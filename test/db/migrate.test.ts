@@ -41,7 +41,9 @@ describe("migrate", () => {
 
   it("ten concurrent runs apply each migration once", async () => {
     const schema = fresh();
-    const results = await Promise.all(Array.from({ length: 10 }, () => migrate(pool, { schema, notifyChannel: "c1" })));
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => migrate(pool, { schema, notifyChannel: "c1" })),
+    );
     assert.equal(results.filter((r) => r.applied.length === 1).length, 1);
     const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`);
     assert.equal(rows[0].n, 1);
@@ -53,7 +55,9 @@ describe("migrate", () => {
     await migrate(pool, { schema, notifyChannel: "second_channel" });
     const listener = await pool.connect();
     try {
-      const received = new Promise<string>((resolve) => listener.on("notification", (m) => resolve(m.channel)));
+      const received = new Promise<string>((resolve) =>
+        listener.on("notification", (m) => resolve(m.channel)),
+      );
       await listener.query("LISTEN second_channel");
       await pool.query(`INSERT INTO "${schema}".jobs (type) VALUES ('noop')`);
       assert.equal(await received, "second_channel");

@@ -35,5 +35,7 @@ export function waitForEvents<T extends unknown[]>(
   timeoutMs = 30_000,
 ): Promise<void> {
   let seen = 0;
-  return waitForEvent<T>(emitter, event, (...args) => match(...args) && ++seen >= count, timeoutMs).then(() => undefined);
+  return waitForEvent<T>(emitter, event, (...args) => match(...args) && ++seen >= count, timeoutMs).then(
+    () => undefined,
+  );
 }

@@ -10,7 +10,10 @@ export interface CliProcess {
   /** Log lines (parsed JSON) so far. */
   logs: Record<string, unknown>[];
   /** Resolves with the first log line matching. */
-  waitForLog(match: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  waitForLog(
+    match: (line: Record<string, unknown>) => boolean,
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>>;
   /** Resolves with the exit code. */
   exited: Promise<number | null>;
 }
@@ -36,7 +39,10 @@ export function cliEnv(db: TestDb, extra: Record<string, string> = {}): NodeJS.P
 export function startCli(args: string[], env: NodeJS.ProcessEnv): CliProcess {
   const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
   const logs: Record<string, unknown>[] = [];
-  const waiters: { match: (l: Record<string, unknown>) => boolean; resolve: (l: Record<string, unknown>) => void }[] = [];
+  const waiters: {
+    match: (l: Record<string, unknown>) => boolean;
+    resolve: (l: Record<string, unknown>) => void;
+  }[] = [];
   let buffered = "";
   child.stdout?.on("data", (chunk: Buffer) => {
     buffered += chunk.toString("utf8");
@@ -72,7 +78,8 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv): CliProcess {
       if (seen) return Promise.resolve(seen);
       return new Promise((resolve, reject) => {
         const timer = setTimeout(
-          () => reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${stderr.slice(-2000)}`)),
+          () =>
+            reject(new Error(`no matching log line within ${timeoutMs} ms; stderr: ${stderr.slice(-2000)}`)),
           timeoutMs,
         );
         waiters.push({
@@ -92,7 +99,11 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv): CliProcess {
  * Re-checks a database condition until it holds (for state in another process, where no event of
  * ours exists to await). Fails after `timeoutMs`.
  */
-export async function until(check: () => Promise<boolean>, timeoutMs = 20_000, what = "condition"): Promise<void> {
+export async function until(
+  check: () => Promise<boolean>,
+  timeoutMs = 20_000,
+  what = "condition",
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

@@ -1,9 +1,9 @@
+import type { ResolvedConfig } from "../../src/config.js";
 import { createLogger } from "../../src/log.js";
-import { HandlerRegistry, type JobHandler } from "../../src/worker/registry.js";
 import { registerBuiltinHandlers } from "../../src/worker/handlers/index.js";
+import { HandlerRegistry, type JobHandler } from "../../src/worker/registry.js";
 import { Worker } from "../../src/worker/worker.js";
 import type { TestDb } from "./db.js";
-import type { ResolvedConfig } from "../../src/config.js";
 
 /** A started worker on the test schema: built-in handlers plus `handlers`, tiny intervals. */
 export async function startWorker(

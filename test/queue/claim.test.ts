@@ -61,7 +61,9 @@ describe("claim order", () => {
     const sameTimeB = await db.ledger.addJob({ type: "noop", priority: 5 });
     await db.sql("UPDATE jobs SET run_at = now() - interval '1 minute' WHERE id = $1", [later.id]);
     await db.sql("UPDATE jobs SET run_at = now() - interval '2 minutes' WHERE id = $1", [earlier.id]);
-    await db.sql("UPDATE jobs SET run_at = now() - interval '30 seconds' WHERE id = ANY($1)", [[sameTimeA.id, sameTimeB.id]]);
+    await db.sql("UPDATE jobs SET run_at = now() - interval '30 seconds' WHERE id = ANY($1)", [
+      [sameTimeA.id, sameTimeB.id],
+    ]);
     const session = await openSession("w1");
     const claimed = await session.claim(["noop"], 10);
     assert.deepEqual(
@@ -131,7 +133,9 @@ describe("exactly-once claiming", () => {
     const thief = await openSession("thief");
     assert.equal((await owner.claim(["noop"], 1))[0]?.id, job.id);
     // An over-eager reset puts the row back to pending while the owner still holds the lock.
-    await db.sql("UPDATE jobs SET status = 'pending', worker_id = NULL, heartbeat_at = NULL WHERE id = $1", [job.id]);
+    await db.sql("UPDATE jobs SET status = 'pending', worker_id = NULL, heartbeat_at = NULL WHERE id = $1", [
+      job.id,
+    ]);
     assert.deepEqual(await thief.claim(["noop"], 1), [], "the row is pending but its advisory lock is held");
     const held = await db.ledger.heldJobLocks();
     assert.deepEqual(

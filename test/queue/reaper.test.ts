@@ -85,9 +85,17 @@ describe("stale reaper", () => {
     const done = await db.ledger.addJob({ type: "noop" });
     const cancelled = await db.ledger.addJob({ type: "noop" });
     const dead = await db.ledger.addJob({ type: "noop" });
-    await db.sql("UPDATE jobs SET status = 'done', completed_at = now() - interval '1 hour', heartbeat_at = now() - interval '1 hour' WHERE id = $1", [done.id]);
-    await db.sql("UPDATE jobs SET status = 'cancelled', heartbeat_at = now() - interval '1 hour' WHERE id = $1", [cancelled.id]);
-    await db.sql("UPDATE jobs SET status = 'dead', heartbeat_at = now() - interval '1 hour' WHERE id = $1", [dead.id]);
+    await db.sql(
+      "UPDATE jobs SET status = 'done', completed_at = now() - interval '1 hour', heartbeat_at = now() - interval '1 hour' WHERE id = $1",
+      [done.id],
+    );
+    await db.sql(
+      "UPDATE jobs SET status = 'cancelled', heartbeat_at = now() - interval '1 hour' WHERE id = $1",
+      [cancelled.id],
+    );
+    await db.sql("UPDATE jobs SET status = 'dead', heartbeat_at = now() - interval '1 hour' WHERE id = $1", [
+      dead.id,
+    ]);
     assert.deepEqual(await db.ledger.reapStale(reapPolicy()), []);
     assert.deepEqual(
       (await db.sql<{ status: string }>("SELECT status FROM jobs ORDER BY id")).map((r) => r.status),

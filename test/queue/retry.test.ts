@@ -39,7 +39,10 @@ async function failOnce(id: number, error = "boom", p = policy) {
 }
 
 async function secondsUntilRun(id: number): Promise<number> {
-  const [row] = await db.sql<{ s: number }>("SELECT extract(epoch FROM run_at - now())::float8 AS s FROM jobs WHERE id = $1", [id]);
+  const [row] = await db.sql<{ s: number }>(
+    "SELECT extract(epoch FROM run_at - now())::float8 AS s FROM jobs WHERE id = $1",
+    [id],
+  );
   return row?.s ?? Number.NaN;
 }
 
@@ -118,7 +121,11 @@ describe("dead-letter", () => {
     worker.on("job:failed", (e) => {
       if (e.id === job.id) executions++;
     });
-    const died = waitForEvent<[{ id: number; status: string }]>(worker, "job:failed", (e) => e.id === job.id && e.status === "dead");
+    const died = waitForEvent<[{ id: number; status: string }]>(
+      worker,
+      "job:failed",
+      (e) => e.id === job.id && e.status === "dead",
+    );
     const job = await db.ledger.addJob({ type: "always_fail", maxRetries: 2, payload: { k: "v" } });
     await died;
     await worker.stop();
@@ -161,7 +168,11 @@ describe("dead-letter", () => {
     await assert.rejects(session.fail([{ id: job.id, attempt: 0, error: "fatal", runMs: 1 }], policy));
     await db.sql("ALTER TABLE dead_letter_jobs DROP CONSTRAINT reject_job");
     const after = await db.ledger.getJob(job.id);
-    assert.equal(after?.status, "claimed", "nothing half-written: the job is not dead without its dead-letter row");
+    assert.equal(
+      after?.status,
+      "claimed",
+      "nothing half-written: the job is not dead without its dead-letter row",
+    );
     assert.equal(await db.ledger.getDeadLetter(job.id), null);
     await session.release([{ id: job.id, attempt: 0 }]).catch(() => undefined);
   });

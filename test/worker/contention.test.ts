@@ -22,16 +22,28 @@ it("3 worker processes x concurrency 8 run each of 3,000 jobs exactly once", asy
   for (let i = 0; i < 3; i++) {
     workers.push(
       startCli(
-        ["worker", "--concurrency", "8", "--handlers", "dist/test/fixtures/record-handler.js", "--types", "record"],
+        [
+          "worker",
+          "--concurrency",
+          "8",
+          "--handlers",
+          "dist/test/fixtures/record-handler.js",
+          "--types",
+          "record",
+        ],
         cliEnv(db, { WORKER_PREFETCH: "16" }),
       ),
     );
   }
   await Promise.all(workers.map((w) => w.waitForLog((l) => l.msg === "worker started")));
   for (let i = 0; i < JOBS; i += 1000)
-    await db.ledger.addJobs(Array.from({ length: 1000 }, (_, k) => ({ type: "record", payload: { k: i + k } })));
+    await db.ledger.addJobs(
+      Array.from({ length: 1000 }, (_, k) => ({ type: "record", payload: { k: i + k } })),
+    );
   await until(
-    async () => (await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'done'"))[0]?.n === JOBS,
+    async () =>
+      (await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'done'"))[0]?.n ===
+      JOBS,
     120_000,
     "all jobs done",
   );

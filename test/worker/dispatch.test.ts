@@ -97,12 +97,17 @@ describe("dispatch", () => {
   it("a lost lock session stops results from being written, and the worker carries on", async () => {
     const worker = await startWorker(db, { runReaper: true, config: { staleThresholdSeconds: 0.5 } });
     try {
-      const started = waitForEvent<[{ jobs: { id: number }[] }]>(worker, "job:claimed", (e) => e.jobs.some((j) => j.id === job?.id));
+      const started = waitForEvent<[{ jobs: { id: number }[] }]>(worker, "job:claimed", (e) =>
+        e.jobs.some((j) => j.id === job?.id),
+      );
       const job = await db.ledger.addJob({ type: "slow", payload: { sleep_seconds: 0.5 }, maxRetries: 3 });
       await started;
       const lost = waitForEvent(worker, "session:lost");
       const restored = waitForEvent(worker, "session:restored");
-      await db.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'taskqueue lock session ' || $1 || '%'", [worker.id]);
+      await db.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'taskqueue lock session ' || $1 || '%'",
+        [worker.id],
+      );
       await lost;
       await restored;
       // The first run's result is refused; the reaper hands the job out again and it completes.

@@ -36,10 +36,18 @@ describe("is_prime: trial division over 2, 3, 5, 7, ... up to floor(sqrt(n))", (
     assert.deepEqual(isPrime({ n: 100 }), { n: 100, is_prime: false, divisors_checked: 1 });
   });
   it("1,000,000,007 is prime after 15,811 candidates", () => {
-    assert.deepEqual(isPrime({ n: 1_000_000_007 }), { n: 1_000_000_007, is_prime: true, divisors_checked: 15_811 });
+    assert.deepEqual(isPrime({ n: 1_000_000_007 }), {
+      n: 1_000_000_007,
+      is_prime: true,
+      divisors_checked: 15_811,
+    });
   });
   it("2^53 - 1 = 6361 x 69431 x 20394401 stops at 6361", () => {
-    assert.deepEqual(isPrime({ n: 2 ** 53 - 1 }), { n: 2 ** 53 - 1, is_prime: false, divisors_checked: 3181 });
+    assert.deepEqual(isPrime({ n: 2 ** 53 - 1 }), {
+      n: 2 ** 53 - 1,
+      is_prime: false,
+      divisors_checked: 3181,
+    });
   });
   it("integer square roots are exact near 2^53", () => {
     for (const k of [94_906_265, 94_906_264, 67_108_864]) {
@@ -81,10 +89,16 @@ describe("sha256_chain", () => {
   });
   it("chains over the raw 32-byte digest, not its hex", () => {
     const once = Buffer.from(sha256Chain({ seed: "abc", rounds: 1 }).digest, "hex");
-    assert.equal(sha256Chain({ seed: "abc", rounds: 2 }).digest, createHash("sha256").update(once).digest("hex"));
+    assert.equal(
+      sha256Chain({ seed: "abc", rounds: 2 }).digest,
+      createHash("sha256").update(once).digest("hex"),
+    );
   });
   it("hashes the UTF-8 bytes of the seed", () => {
-    assert.equal(sha256Chain({ seed: "héllo ✓", rounds: 1 }).digest, createHash("sha256").update("héllo ✓", "utf8").digest("hex"));
+    assert.equal(
+      sha256Chain({ seed: "héllo ✓", rounds: 1 }).digest,
+      createHash("sha256").update("héllo ✓", "utf8").digest("hex"),
+    );
   });
 });
 
@@ -97,14 +111,20 @@ describe("the simple handlers", () => {
     assert.deepEqual(await builtinHandlers.echo?.(job("echo", payload), signal), payload);
   });
   it("always_fail always throws", async () => {
-    await assert.rejects(async () => builtinHandlers.always_fail?.(job("always_fail", {}), signal), /failed on purpose/);
+    await assert.rejects(
+      async () => builtinHandlers.always_fail?.(job("always_fail", {}), signal),
+      /failed on purpose/,
+    );
   });
   it("flaky throws on attempts 0 and 1 and succeeds on attempt 2", async () => {
-    for (const attempt of [0, 1]) await assert.rejects(async () => builtinHandlers.flaky?.(job("flaky", {}, attempt), signal));
+    for (const attempt of [0, 1])
+      await assert.rejects(async () => builtinHandlers.flaky?.(job("flaky", {}, attempt), signal));
     assert.deepEqual(await builtinHandlers.flaky?.(job("flaky", {}, 2), signal), { succeeded_on_attempt: 2 });
   });
   it("slow sleeps and reports it", async () => {
-    assert.deepEqual(await builtinHandlers.slow?.(job("slow", { sleep_seconds: 0.01 }), signal), { slept_seconds: 0.01 });
+    assert.deepEqual(await builtinHandlers.slow?.(job("slow", { sleep_seconds: 0.01 }), signal), {
+      slept_seconds: 0.01,
+    });
   });
   it("slow stops early on abort", async () => {
     const controller = new AbortController();
@@ -151,7 +171,11 @@ describe("through a worker", () => {
   ];
   for (const [type, payload, message] of badPayloads) {
     it(`${type} with payload ${JSON.stringify(payload)} fails the job with a clear error`, async () => {
-      const failed = waitForEvent<[{ id: number; status: string }]>(worker, "job:failed", (e) => e.id === queued.id);
+      const failed = waitForEvent<[{ id: number; status: string }]>(
+        worker,
+        "job:failed",
+        (e) => e.id === queued.id,
+      );
       const queued = await db.ledger.addJob({ type, payload: payload as never, maxRetries: 0 });
       const [event] = await failed;
       assert.equal(event.status, "dead");
@@ -167,7 +191,11 @@ describe("through a worker", () => {
       handlers: { nul_result: (j) => (j.payload === "bad" ? { text: "a\u0000b" } : { text: "fine" }) },
     });
     try {
-      const failed = waitForEvent<[{ id: number; status: string }]>(special, "job:failed", (e) => e.id === bad?.id);
+      const failed = waitForEvent<[{ id: number; status: string }]>(
+        special,
+        "job:failed",
+        (e) => e.id === bad?.id,
+      );
       const succeeded = waitForEvent<[{ id: number }]>(special, "job:completed", (e) => e.id === good?.id);
       const [bad, good] = await db.ledger.addJobs([
         { type: "nul_result", payload: "bad", maxRetries: 0 },
@@ -175,7 +203,10 @@ describe("through a worker", () => {
       ]);
       if (!bad || !good) throw new Error("enqueue failed");
       await Promise.all([failed, succeeded]);
-      assert.match((await db.ledger.getJob(bad.id))?.error ?? "", /handler result cannot be stored: result\/text contains a NUL/);
+      assert.match(
+        (await db.ledger.getJob(bad.id))?.error ?? "",
+        /handler result cannot be stored: result\/text contains a NUL/,
+      );
       assert.deepEqual((await db.ledger.getJob(good.id))?.result, { text: "fine" });
     } finally {
       await special.stop();

@@ -67,10 +67,17 @@ describe("crash", () => {
     assert.equal((await db.ledger.heldJobLocks()).length, 1);
     doomed.child.kill("SIGKILL");
     await doomed.exited;
-    await until(async () => (await db.ledger.heldJobLocks()).length === 0, 10_000, "the dead session's lock released");
+    await until(
+      async () => (await db.ledger.heldJobLocks()).length === 0,
+      10_000,
+      "the dead session's lock released",
+    );
     // A second worker's reaper reclaims the job as a failed attempt and runs it again.
     await db.sql("UPDATE jobs SET payload = '{\"sleep_seconds\": 0}' WHERE id = $1", [job.id]);
-    const rescuer = startCli(["worker"], cliEnv(db, { STALE_THRESHOLD_SECONDS: "0.5", REAPER_INTERVAL_SECONDS: "0.2" }));
+    const rescuer = startCli(
+      ["worker"],
+      cliEnv(db, { STALE_THRESHOLD_SECONDS: "0.5", REAPER_INTERVAL_SECONDS: "0.2" }),
+    );
     try {
       await until(async () => (await status(job.id)) === "done", 20_000, "job done by the rescuer");
       const finished = await db.ledger.getJob(job.id);

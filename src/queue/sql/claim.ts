@@ -84,4 +84,7 @@ export const heldJobLocks = (schema: string): Statement =>
   );
 
 /** The backend pid of the session (to match its locks in pg_locks). */
-export const backendPid: Statement = { name: "taskqueue_backend_pid", text: "SELECT pg_backend_pid() AS pid" };
+export const backendPid: Statement = {
+  name: "taskqueue_backend_pid",
+  text: "SELECT pg_backend_pid() AS pid",
+};

@@ -126,7 +126,8 @@ export const reapStaleJobs = (schema: string): Statement =>
      ), reaped AS (
        UPDATE $S.jobs AS j
        SET ${failedAttemptSet({
-         error: "('worker ' || coalesce(j.worker_id, 'unknown') || ' lost the job: no heartbeat since ' || j.heartbeat_at::text)",
+         error:
+           "('worker ' || coalesce(j.worker_id, 'unknown') || ' lost the job: no heartbeat since ' || j.heartbeat_at::text)",
          workerId: "j.worker_id",
          base: "$4",
          max: "$5",

@@ -80,7 +80,11 @@ export const metrics = (schema: string): Statement =>
 
 /** Deletes per-second stats buckets older than $1 seconds. */
 export const pruneStats = (schema: string): Statement =>
-  statement(schema, "prune_stats", `DELETE FROM $S.job_stats WHERE bucket < now() - make_interval(secs => $1::float8)`);
+  statement(
+    schema,
+    "prune_stats",
+    `DELETE FROM $S.job_stats WHERE bucket < now() - make_interval(secs => $1::float8)`,
+  );
 
 /** Readiness probe: the database answers and the schema is migrated. */
 export const ping = (schema: string): Statement =>

@@ -9,7 +9,9 @@ import { payloadObject } from "./payload.js";
 const slow: JobHandler = async (job, signal) => {
   const seconds = payloadObject("slow", job.payload).sleep_seconds;
   if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds < 0 || seconds > 3600)
-    throw new PayloadError(`slow: payload.sleep_seconds must be a number from 0 to 3600, got ${JSON.stringify(seconds)}`);
+    throw new PayloadError(
+      `slow: payload.sleep_seconds must be a number from 0 to 3600, got ${JSON.stringify(seconds)}`,
+    );
   const started = performance.now();
   try {
     await sleep(seconds * 1000, undefined, { signal });

@@ -9,9 +9,17 @@ export function payloadObject(type: string, payload: JsonValue): Record<string, 
 }
 
 /** An integer field in [min, max], or a PayloadError naming the field. */
-export function integerField(type: string, payload: JsonValue, field: string, min: number, max: number): number {
+export function integerField(
+  type: string,
+  payload: JsonValue,
+  field: string,
+  min: number,
+  max: number,
+): number {
   const value = payloadObject(type, payload)[field];
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min || value > max)
-    throw new PayloadError(`${type}: payload.${field} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    throw new PayloadError(
+      `${type}: payload.${field} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`,
+    );
   return value;
 }
