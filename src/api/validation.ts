@@ -15,45 +15,7 @@ import { TypeCompiler } from "@sinclair/typebox/compiler";
 import { type ValueError, ValueErrorType } from "@sinclair/typebox/errors";
 import { Value } from "@sinclair/typebox/value";
 import type { FastifySchemaCompiler } from "fastify";
-
-/** ISO-8601 date-time with a UTC offset, as the ledger accepts it (seconds optional). */
-const OFFSET_DATE_TIME =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:[Zz]|[+-](\d{2}):?(\d{2}))$/;
-
-/**
- * True if `text` is a real calendar date-time with an explicit UTC offset, e.g.
- * `2030-01-01T12:00:00Z`, `2030-01-01T14:00:00.5+02:00`. Rejects times without offset (ambiguous),
- * impossible dates (`2030-02-30`), hour 24 and leap seconds.
- */
-export function isOffsetDateTime(text: string): boolean {
-  const m = OFFSET_DATE_TIME.exec(text);
-  if (!m) return false;
-  const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = m
-    .slice(1)
-    .map((part) => (part === undefined ? 0 : Number(part))) as number[] as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
-  return (
-    month >= 1 &&
-    month <= 12 &&
-    day >= 1 &&
-    day <= daysInMonth &&
-    hour <= 23 &&
-    minute <= 59 &&
-    second <= 59 &&
-    offsetHours <= 23 &&
-    offsetMinutes <= 59 &&
-    !Number.isNaN(new Date(text.replace(" ", "T")).getTime())
-  );
-}
+import { isOffsetDateTime } from "../queue/validate.js";
 
 // TypeBox keeps formats in one process-wide registry; "date-time" is defined here, once, for
 // every schema the API compiles (request bodies and query strings alike).

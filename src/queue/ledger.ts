@@ -114,8 +114,25 @@ export class Ledger {
     return rows[0] ? rowToJob(rows[0]) : null;
   }
 
-  /** Jobs, newest first. */
+  /**
+   * Jobs, newest first.
+   * @throws {JobValidationError} for an unknown status, limit outside 1–1000, negative offset or invalid date.
+   */
   async listJobs(query: ListJobsQuery = {}): Promise<Job[]> {
+    const problems: FieldProblem[] = [];
+    const { limit = 50, offset = 0, status, createdAfter } = query;
+    if (status !== undefined && !JOB_STATUSES.includes(status))
+      problems.push({ field: "status", message: `must be one of ${JOB_STATUSES.join(", ")}` });
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+      problems.push({ field: "limit", message: "must be an integer from 1 to 1000" });
+    if (!Number.isInteger(offset) || offset < 0)
+      problems.push({ field: "offset", message: "must be an integer ≥ 0" });
+    if (
+      createdAfter !== undefined &&
+      !(createdAfter instanceof Date && !Number.isNaN(createdAfter.getTime()))
+    )
+      problems.push({ field: "created_after", message: "must be a valid date" });
+    if (problems.length > 0) throw new JobValidationError(problems);
     const { rows } = await this.pool.query<JobRow>({
       ...listJobs(this.schema),
       values: [

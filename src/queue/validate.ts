@@ -15,23 +15,64 @@ export interface NormalizedJobSpec {
   runAt: Date | null;
 }
 
-/** ISO-8601 date-time with an explicit UTC offset. A bare local time is ambiguous and refused. */
-const OFFSET_DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:?\d{2})$/;
+/** ISO-8601 date-time with a UTC offset, as the ledger accepts it (seconds optional). */
+const OFFSET_DATE_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:[Zz]|[+-](\d{2}):?(\d{2}))$/;
 
-/** Path of the first string (value or key) holding a NUL character, or null. */
-export function findNulCharacter(value: unknown, path: string): string | null {
-  if (typeof value === "string") return value.includes("\u0000") ? path : null;
+/**
+ * True if `text` is a real calendar date-time with an explicit UTC offset, e.g.
+ * `2030-01-01T12:00:00Z`, `2030-01-01T14:00:00.5+02:00`. Rejects times without offset (ambiguous),
+ * impossible dates (`2030-02-30`), hour 24 and leap seconds.
+ */
+export function isOffsetDateTime(text: string): boolean {
+  const m = OFFSET_DATE_TIME.exec(text);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = m
+    .slice(1)
+    .map((part) => (part === undefined ? 0 : Number(part))) as number[] as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  return (
+    month >= 1 &&
+    month <= 12 &&
+    day >= 1 &&
+    day <= daysInMonth &&
+    hour <= 23 &&
+    minute <= 59 &&
+    second <= 59 &&
+    offsetHours <= 23 &&
+    offsetMinutes <= 59 &&
+    !Number.isNaN(new Date(text.replace(" ", "T")).getTime())
+  );
+}
+
+/** A string PostgreSQL can store in jsonb/text: no NUL character, no unpaired UTF-16 surrogate. */
+function storable(text: string): boolean {
+  return !text.includes("\u0000") && text.isWellFormed();
+}
+
+/** Path of the first string (value or key) PostgreSQL cannot store (see `storable`), or null. */
+export function findUnstorableString(value: unknown, path: string): string | null {
+  if (typeof value === "string") return storable(value) ? null : path;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = findNulCharacter(value[i], `${path}/${i}`);
+      const found = findUnstorableString(value[i], `${path}/${i}`);
       if (found) return found;
     }
     return null;
   }
   if (value !== null && typeof value === "object") {
     for (const [key, inner] of Object.entries(value)) {
-      if (key.includes("\u0000")) return `${path}/${key.replaceAll("\u0000", "\\u0000")}`;
-      const found = findNulCharacter(inner, `${path}/${key}`);
+      if (!storable(key)) return `${path}/${key.replaceAll("\u0000", "\\u0000").toWellFormed()}`;
+      const found = findUnstorableString(inner, `${path}/${key}`);
       if (found) return found;
     }
   }
@@ -54,11 +95,17 @@ export function toStorableJson(value: unknown, field: string): { json: string } 
     return { problem: { field, message: `is not JSON-serialisable (${(error as Error).message})` } };
   }
   if (json === undefined) return { problem: { field, message: "is not JSON-serialisable" } };
-  if (json.includes("\\u0000")) {
-    const at = findNulCharacter(JSON.parse(json), field) ?? field;
-    return {
-      problem: { field: at, message: "contains a NUL character (\\u0000), which PostgreSQL cannot store" },
-    };
+  // Cheap pre-filter on the JSON text (escaped NUL or surrogate), confirmed by walking the value.
+  if (/\\u(0000|d[89a-f])/i.test(json)) {
+    const at = findUnstorableString(value, field);
+    if (at)
+      return {
+        problem: {
+          field: at,
+          message:
+            "contains a NUL character (\\u0000) or an unpaired UTF-16 surrogate, which PostgreSQL cannot store",
+        },
+      };
   }
   return { json };
 }
@@ -87,8 +134,11 @@ export function validateJobSpec(spec: JobSpec, prefix = ""): NormalizedJobSpec {
   const { type, priority = 5, maxRetries = 3, runAt } = spec;
   if (typeof type !== "string" || type.length < 1 || type.length > 200) {
     problems.push({ field: `${prefix}type`, message: "must be a string of 1 to 200 characters" });
-  } else if (type.includes("\u0000")) {
-    problems.push({ field: `${prefix}type`, message: "contains a NUL character" });
+  } else if (!storable(type)) {
+    problems.push({
+      field: `${prefix}type`,
+      message: "contains a NUL character or an unpaired UTF-16 surrogate",
+    });
   }
   checkInteger(problems, `${prefix}priority`, priority, 1, 10);
   checkInteger(problems, `${prefix}max_retries`, maxRetries, 0, 10);
@@ -98,7 +148,7 @@ export function validateJobSpec(spec: JobSpec, prefix = ""): NormalizedJobSpec {
       if (Number.isNaN(runAt.getTime()))
         problems.push({ field: `${prefix}run_at`, message: "is an invalid date" });
       else when = runAt;
-    } else if (typeof runAt !== "string" || !OFFSET_DATE_TIME.test(runAt)) {
+    } else if (typeof runAt !== "string" || !isOffsetDateTime(runAt)) {
       problems.push({
         field: `${prefix}run_at`,
         message:
