@@ -8,6 +8,7 @@ import { configFromEnv, environmentVariables, type TaskQueueOptions } from "../c
 import { migrate } from "../db/migrate.js";
 import { createPool } from "../db/pool.js";
 import { ConfigError } from "../errors.js";
+import { registerBenchCommands } from "./bench/index.js";
 import { runUntilSignal, startService } from "./service.js";
 
 const integer = (name: string) => (value: string) => {
@@ -109,6 +110,8 @@ program
       await pool.end();
     }
   });
+
+registerBenchCommands(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   if (error instanceof ConfigError) {

@@ -381,8 +381,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.outcomes(await session.complete(done), "complete", (o) =>
           this.emit("job:completed", { id: o.id }),
         );
+        const errors = new Map(failed.map((f) => [f.id, f.error]));
         this.outcomes(await session.fail(failed, this.config), "fail", (o) => {
-          const error = failed.find((f) => f.id === o.id)?.error ?? "";
+          const error = errors.get(o.id) ?? "";
           this.emit("job:failed", { id: o.id, error, status: o.status ?? "pending" });
           if (o.status === "pending" && o.retry_in_seconds !== undefined) this.wakeIn(o.retry_in_seconds);
         });
