@@ -5,10 +5,11 @@
 import type pg from "pg";
 import type { Queryable } from "../db/pool.js";
 import { type FieldProblem, JobNotFoundError, JobStateConflictError, JobValidationError } from "../errors.js";
+import { EnqueueBatcher, insertJobs } from "./insert.js";
 import { lockClassFor } from "./lock-class.js";
 import { type DeadLetterRow, type JobRow, rowToDeadLetter, rowToJob } from "./rows.js";
 import { heldJobLocks } from "./sql/claim.js";
-import { enqueueJob, enqueueJobs } from "./sql/enqueue.js";
+import { enqueueJob } from "./sql/enqueue.js";
 import { reapStaleJobs } from "./sql/finish.js";
 import { cancelJob, getDeadLetter, getJob, listJobs, metrics, ping, pruneStats } from "./sql/read.js";
 import {
@@ -20,7 +21,7 @@ import {
   type ListJobsQuery,
   type QueueMetrics,
 } from "./types.js";
-import { validateJobSpec } from "./validate.js";
+import { type NormalizedJobSpec, validateJobSpec } from "./validate.js";
 
 /** Retry policy applied to failed and reaped attempts (DESIGN.md §4). */
 export interface BackoffPolicy {
@@ -52,20 +53,25 @@ export class Ledger {
    * @param pool shared pool for reads and autocommit writes.
    * @param schema schema holding the tables (already migrated).
    */
+  private readonly batcher: EnqueueBatcher;
+
   constructor(
     private readonly pool: pg.Pool,
     readonly schema: string,
   ) {
     this.lockClass = lockClassFor(schema);
+    this.batcher = new EnqueueBatcher(pool, schema);
   }
 
   /**
-   * Enqueues one job and returns it as stored.
+   * Enqueues one job and returns it as stored. Concurrent calls without `client` share insert
+   * statements (see EnqueueBatcher); with `client`, the insert runs alone on that client.
    * @throws {JobValidationError} on a bad spec; nothing is written.
    */
   async addJob(spec: JobSpec, options: EnqueueOptions = {}): Promise<Job> {
     const job = validateJobSpec(spec);
-    const { rows } = await (options.client ?? this.pool).query<JobRow>({
+    if (!options.client) return this.batcher.add(job);
+    const { rows } = await options.client.query<JobRow>({
       ...enqueueJob(this.schema),
       values: [job.type, job.payloadJson, job.priority, job.maxRetries, job.runAt],
     });
@@ -81,31 +87,18 @@ export class Ledger {
   async addJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<Job[]> {
     if (specs.length > MAX_BATCH_JOBS) throw new RangeError(`at most ${MAX_BATCH_JOBS} jobs per batch`);
     if (specs.length === 0) return [];
-    const types: string[] = [];
-    const payloads: string[] = [];
-    const priorities: number[] = [];
-    const maxRetries: number[] = [];
-    const runAts: (Date | null)[] = [];
     const problems: FieldProblem[] = [];
+    const jobs: NormalizedJobSpec[] = [];
     specs.forEach((spec, index) => {
       try {
-        const job = validateJobSpec(spec, `jobs/${index}/`);
-        types.push(job.type);
-        payloads.push(job.payloadJson);
-        priorities.push(job.priority);
-        maxRetries.push(job.maxRetries);
-        runAts.push(job.runAt);
+        jobs.push(validateJobSpec(spec, `jobs/${index}/`));
       } catch (error) {
         if (error instanceof JobValidationError) problems.push(...error.problems);
         else throw error;
       }
     });
     if (problems.length > 0) throw new JobValidationError(problems);
-    const { rows } = await (options.client ?? this.pool).query<JobRow>({
-      ...enqueueJobs(this.schema),
-      values: [types, payloads, priorities, maxRetries, runAts],
-    });
-    return rows.map(rowToJob).sort((a, b) => a.id - b.id);
+    return insertJobs(options.client ?? this.pool, this.schema, jobs);
   }
 
   /** The job with this id, or null. */

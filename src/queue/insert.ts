@@ -1,0 +1,101 @@
+/**
+ * Writing new jobs. {@link insertJobs} inserts any number in one statement; {@link EnqueueBatcher}
+ * gathers single enqueues that arrive together (concurrent `addJob` calls, concurrent
+ * `POST /jobs` requests) into such statements, so fifty callers in flight cost a few commits, not
+ * fifty. Each caller still gets its own job, or its own error.
+ */
+import type { Queryable } from "../db/pool.js";
+import { type JobRow, rowToJob } from "./rows.js";
+import { enqueueJobs } from "./sql/enqueue.js";
+import type { Job } from "./types.js";
+import type { NormalizedJobSpec } from "./validate.js";
+
+/** Inserts validated jobs in one statement (all or nothing) and returns them in the given order. */
+export async function insertJobs(
+  db: Queryable,
+  schema: string,
+  jobs: readonly NormalizedJobSpec[],
+): Promise<Job[]> {
+  const { rows } = await db.query<JobRow>({
+    ...enqueueJobs(schema),
+    values: [
+      jobs.map((j) => j.type),
+      jobs.map((j) => j.payloadJson),
+      jobs.map((j) => j.priority),
+      jobs.map((j) => j.maxRetries),
+      jobs.map((j) => j.runAt),
+    ],
+  });
+  // Identity values are handed out in insertion order, which follows the input order.
+  return rows.map(rowToJob).sort((a, b) => a.id - b.id);
+}
+
+interface PendingInsert {
+  job: NormalizedJobSpec;
+  resolve: (job: Job) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Coalesces concurrent single inserts. Everything added during one event-loop turn goes out as one
+ * statement, with at most `maxInFlight` statements at once; while they are busy, new jobs wait and
+ * leave together. A failed batch is retried one job at a time, so one caller's failure is never
+ * another's.
+ */
+export class EnqueueBatcher {
+  private queue: PendingInsert[] = [];
+  private inFlight = 0;
+  private scheduled = false;
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly schema: string,
+    private readonly maxInFlight = 4,
+    private readonly maxBatch = 1000,
+  ) {}
+
+  /** Inserts `job`, resolving with the stored row once its batch commits. */
+  add(job: NormalizedJobSpec): Promise<Job> {
+    return new Promise<Job>((resolve, reject) => {
+      this.queue.push({ job, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= this.maxInFlight || this.queue.length === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
+        void this.send(this.queue.splice(0, this.maxBatch));
+      }
+    });
+  }
+
+  private async send(batch: PendingInsert[]): Promise<void> {
+    this.inFlight++;
+    try {
+      const stored = await insertJobs(
+        this.db,
+        this.schema,
+        batch.map((p) => p.job),
+      );
+      batch.forEach((p, i) => p.resolve(stored[i] as Job));
+    } catch (error) {
+      if (batch.length === 1) batch[0]?.reject(error);
+      else
+        await Promise.all(
+          batch.map((p) =>
+            insertJobs(this.db, this.schema, [p.job]).then(
+              ([stored]) => p.resolve(stored as Job),
+              (single: unknown) => p.reject(single),
+            ),
+          ),
+        );
+    } finally {
+      this.inFlight--;
+      this.schedule();
+    }
+  }
+}

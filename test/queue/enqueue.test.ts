@@ -1,0 +1,80 @@
+/** Enqueueing: concurrent single enqueues share statements, yet each caller gets its own outcome. */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { createTestDb, type TestDb } from "../helpers/db.js";
+
+let db: TestDb;
+before(async () => {
+  db = await createTestDb();
+});
+after(async () => {
+  await db.drop();
+});
+
+describe("enqueue", () => {
+  it("200 concurrent addJob calls each get their own job, ids in call order", async () => {
+    const jobs = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => db.ledger.addJob({ type: "noop", payload: { i } })),
+    );
+    assert.deepEqual(
+      jobs.map((j) => j.payload),
+      Array.from({ length: 200 }, (_, i) => ({ i })),
+    );
+    const ids = jobs.map((j) => j.id);
+    assert.deepEqual(
+      ids,
+      [...ids].sort((a, b) => a - b),
+    );
+    assert.equal(new Set(ids).size, 200);
+  });
+
+  it("fewer statements than calls: 200 concurrent enqueues fire fewer than 200 notifications", async () => {
+    const listener = await db.pool.connect();
+    let notifications = 0;
+    listener.on("notification", () => {
+      notifications++;
+    });
+    await listener.query(`LISTEN "${db.config.notifyChannel}"`);
+    try {
+      await Promise.all(Array.from({ length: 200 }, () => db.ledger.addJob({ type: "noop" })));
+      await listener.query("SELECT 1"); // notifications of committed statements arrive before this reply
+      assert.ok(notifications >= 1 && notifications < 200, `${notifications} notifications`);
+    } finally {
+      await listener.query("UNLISTEN *");
+      listener.release();
+    }
+  });
+
+  it("a job the database refuses fails alone; the others in its batch are stored", async () => {
+    await db.sql("ALTER TABLE jobs ADD CONSTRAINT no_forbidden CHECK (type <> 'forbidden')");
+    try {
+      const results = await Promise.allSettled(
+        ["noop", "forbidden", "noop", "echo"].map((type) => db.ledger.addJob({ type })),
+      );
+      assert.deepEqual(
+        results.map((r) => r.status),
+        ["fulfilled", "rejected", "fulfilled", "fulfilled"],
+      );
+      const rejected = results[1] as PromiseRejectedResult;
+      assert.match(String(rejected.reason), /no_forbidden/);
+    } finally {
+      await db.sql("ALTER TABLE jobs DROP CONSTRAINT no_forbidden");
+    }
+  });
+
+  it("with a client, the job exists only if the caller's transaction commits", async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const job = await db.ledger.addJob({ type: "noop", payload: "tx" }, { client });
+      await client.query("ROLLBACK");
+      assert.equal(await db.ledger.getJob(job.id), null);
+      await client.query("BEGIN");
+      const kept = await db.ledger.addJob({ type: "noop", payload: "tx" }, { client });
+      await client.query("COMMIT");
+      assert.equal((await db.ledger.getJob(kept.id))?.status, "pending");
+    } finally {
+      client.release();
+    }
+  });
+});
