@@ -98,38 +98,43 @@ BEGIN
 END
 $$;
 
--- Keeps job_counts exact, and wakes workers when jobs become due again without a new insert
--- (released at shutdown, reclaimed without backoff).
+-- Keeps job_counts and job_stats exact, and wakes workers when jobs become due again without a
+-- new insert (released at shutdown). Each transition table is aggregated once, without a join:
+-- per status, the row count, the attempt sum and the execution seconds of done rows, counted
+-- positive for new rows and negative for old ones. Attempts only grow on failure, so their net
+-- change is the number of failed attempts.
 CREATE FUNCTION :SCHEMA.jobs_after_update() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   due_types text;
 BEGIN
-  INSERT INTO :SCHEMA.job_counts AS c (status, slot, count)
-    SELECT status, pg_backend_pid() % 16, sum(delta) FROM (
-      SELECT status, -1 AS delta FROM old_jobs
-      UNION ALL
-      SELECT status, 1 AS delta FROM new_jobs
-    ) AS d
-    GROUP BY status HAVING sum(delta) <> 0
-    ON CONFLICT (status, slot) DO UPDATE SET count = c.count + excluded.count;
-  IF EXISTS (SELECT 1 FROM new_jobs WHERE status IN ('done', 'dead', 'pending')) THEN
-    INSERT INTO :SCHEMA.job_stats AS s (bucket, slot, done, failed, exec_seconds)
-      SELECT date_trunc('second', now()), pg_backend_pid() % 16,
-             count(*) FILTER (WHERE n.status = 'done' AND o.status <> 'done'),
-             count(*) FILTER (WHERE n.attempt > o.attempt),
-             coalesce(sum(extract(epoch FROM n.completed_at - n.started_at))
-                        FILTER (WHERE n.status = 'done' AND o.status <> 'done'), 0)
+  WITH delta AS (
+    SELECT status, count(*) AS n, sum(attempt) AS attempts,
+           coalesce(sum(extract(epoch FROM completed_at - started_at)) FILTER (WHERE status = 'done'), 0) AS exec
+    FROM new_jobs GROUP BY status
+    UNION ALL
+    SELECT status, -count(*), -sum(attempt),
+           -coalesce(sum(extract(epoch FROM completed_at - started_at)) FILTER (WHERE status = 'done'), 0)
+    FROM old_jobs GROUP BY status
+  ), counted AS (
+    INSERT INTO :SCHEMA.job_counts AS c (status, slot, count)
+      SELECT status, pg_backend_pid() % 16, sum(n) FROM delta GROUP BY status HAVING sum(n) <> 0
+      ON CONFLICT (status, slot) DO UPDATE SET count = c.count + excluded.count
+  )
+  INSERT INTO :SCHEMA.job_stats AS s (bucket, slot, done, failed, exec_seconds)
+    SELECT date_trunc('second', now()), pg_backend_pid() % 16,
+           coalesce(sum(n) FILTER (WHERE status = 'done'), 0), sum(attempts), sum(exec)
+    FROM delta
+    HAVING coalesce(sum(n) FILTER (WHERE status = 'done'), 0) <> 0 OR sum(attempts) <> 0
+    ON CONFLICT (bucket, slot) DO UPDATE
+      SET done = s.done + excluded.done, failed = s.failed + excluded.failed,
+          exec_seconds = s.exec_seconds + excluded.exec_seconds;
+  IF EXISTS (SELECT 1 FROM new_jobs WHERE status = 'pending' AND run_at <= now()) THEN
+    SELECT string_agg(DISTINCT n.type, ',') INTO due_types
       FROM new_jobs n JOIN old_jobs o ON o.id = n.id
-      HAVING count(*) FILTER (WHERE (n.status = 'done' AND o.status <> 'done') OR n.attempt > o.attempt) > 0
-      ON CONFLICT (bucket, slot) DO UPDATE
-        SET done = s.done + excluded.done, failed = s.failed + excluded.failed,
-            exec_seconds = s.exec_seconds + excluded.exec_seconds;
-  END IF;
-  SELECT string_agg(DISTINCT n.type, ',') INTO due_types
-    FROM new_jobs n JOIN old_jobs o ON o.id = n.id
-    WHERE n.status = 'pending' AND o.status <> 'pending' AND n.run_at <= now();
-  IF due_types IS NOT NULL THEN
-    PERFORM pg_notify(TG_ARGV[0], CASE WHEN length(due_types) > 7000 THEN '*' ELSE due_types END);
+      WHERE n.status = 'pending' AND o.status <> 'pending' AND n.run_at <= now();
+    IF due_types IS NOT NULL THEN
+      PERFORM pg_notify(TG_ARGV[0], CASE WHEN length(due_types) > 7000 THEN '*' ELSE due_types END);
+    END IF;
   END IF;
   RETURN NULL;
 END

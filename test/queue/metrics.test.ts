@@ -1,0 +1,59 @@
+/** Metrics come from counters kept by triggers (DESIGN.md §8): exact, and cheap to read. */
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import { LockSession } from "../../src/queue/lock-session.js";
+import { createTestDb, type TestDb } from "../helpers/db.js";
+
+let db: TestDb;
+let session: LockSession;
+before(async () => {
+  db = await createTestDb();
+  session = await LockSession.open({
+    connectionString: db.config.databaseUrl as string,
+    schema: db.schema,
+    workerId: "metrics-worker",
+    onLost: () => undefined,
+  });
+});
+after(async () => {
+  await session.close();
+  await db.drop();
+});
+
+it("depth, rates, error rate and execution time match what happened", async () => {
+  await db.ledger.addJobs(Array.from({ length: 6 }, () => ({ type: "m", maxRetries: 1 })));
+  const cancelled = await db.ledger.addJob({ type: "other" });
+  await db.ledger.cancelJob(cancelled.id);
+  const claimed = await session.claim(["m"], 5);
+  assert.equal(claimed.length, 5);
+  const [a, b, c, d, e] = claimed as [
+    (typeof claimed)[0],
+    (typeof claimed)[0],
+    (typeof claimed)[0],
+    (typeof claimed)[0],
+    (typeof claimed)[0],
+  ];
+  await session.complete([a, b, c].map((j) => ({ id: j.id, attempt: 0, resultJson: "null", runMs: 2000 })));
+  const policy = { backoffBaseSeconds: 60, backoffMaxSeconds: 60, backoffJitter: false };
+  await session.fail(
+    [d, e].map((j) => ({ id: j.id, attempt: 0, error: "x", runMs: 1 })),
+    policy,
+  );
+
+  const metrics = await db.ledger.metrics(30);
+  assert.deepEqual(metrics.depth, { pending: 3, claimed: 0, running: 0, done: 3, dead: 0, cancelled: 1 });
+  assert.equal(metrics.jobsPerSecond, 3 / 60);
+  assert.equal(metrics.errorRate, 2 / 5);
+  assert.ok(metrics.averageExecutionSeconds !== null && Math.abs(metrics.averageExecutionSeconds - 2) < 0.05);
+  assert.equal(metrics.executionSecondsQuantiles.samples, 3);
+  assert.equal(metrics.deadLetterCount, 0);
+  assert.equal(metrics.activeWorkers, 0);
+
+  // The counters agree with a full count, whatever path the rows took.
+  const rows = await db.sql<{ status: string; n: number }>(
+    "SELECT status, count(*)::int AS n FROM jobs GROUP BY status",
+  );
+  for (const { status, n } of rows) assert.equal(metrics.depth[status as keyof typeof metrics.depth], n);
+  await db.sql("DELETE FROM jobs WHERE status = 'done'");
+  assert.equal((await db.ledger.metrics(30)).depth.done, 0);
+});
