@@ -21,6 +21,7 @@ if (!env.DATABASE_URL) {
   embedded = await startEmbeddedPostgres({
     dataDir: `.taskqueue/test-pg-${process.pid}`,
     ephemeral: true,
+    log: process.env.TEST_DEBUG ? (line) => console.error(line) : undefined,
   });
   env.DATABASE_URL = embedded.connectionString;
   console.log(`# tests use an embedded PostgreSQL on port ${embedded.port}`);

@@ -73,7 +73,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       log: (line) => logger.debug({ postgres: line }),
     });
     config = { ...config, databaseUrl: embedded.connectionString };
-    logger.info({ port: embedded.port }, "embedded PostgreSQL ready");
+    logger.info({ port: embedded.port, dataDir: embedded.dataDir }, "embedded PostgreSQL ready");
   }
   const queue = new TaskQueue({ ...config, logger });
   let app: FastifyInstance | null = null;

