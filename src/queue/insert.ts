@@ -81,7 +81,7 @@ export class EnqueueBatcher {
         this.schema,
         batch.map((p) => p.job),
       );
-      batch.forEach((p, i) => p.resolve(stored[i] as Job));
+      for (const [i, p] of batch.entries()) p.resolve(stored[i] as Job);
     } catch (error) {
       if (batch.length === 1) batch[0]?.reject(error);
       else
