@@ -8,8 +8,11 @@ import { configFromEnv, environmentVariables, type TaskQueueOptions } from "../c
 import { migrate } from "../db/migrate.js";
 import { createPool } from "../db/pool.js";
 import { ConfigError } from "../errors.js";
+import { TaskQueue } from "../index.js";
 import { registerBenchCommands } from "./bench/index.js";
+import { inspect } from "./inspect.js";
 import { runUntilSignal, startService } from "./service.js";
+import { smoke } from "./smoke.js";
 
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
@@ -109,6 +112,36 @@ program
     } finally {
       await pool.end();
     }
+  });
+
+program
+  .command("inspect")
+  .description(
+    "a terminal view of the queue: depth, rates, workers, locks, dead letters (needs DATABASE_URL)",
+  )
+  .option("-w, --watch [seconds]", "redraw every few seconds (default 2) until Ctrl-C")
+  .action(async (flags: { watch?: string | boolean }) => {
+    const config = configFromEnv();
+    if (!config.databaseUrl) throw new ConfigError("DATABASE_URL", "is required for inspect");
+    const seconds = flags.watch === undefined ? null : flags.watch === true ? 2 : Number(flags.watch);
+    if (seconds !== null && !(seconds > 0))
+      throw new ConfigError("--watch", "must be a positive number of seconds");
+    const queue = new TaskQueue({ ...config, logLevel: "warn" });
+    try {
+      await inspect(queue.ledger, queue.config, seconds);
+    } finally {
+      await queue.close();
+    }
+  });
+
+program
+  .command("smoke")
+  .description("check every endpoint of a running deployment over HTTP (PASS/FAIL; exit 1 on any failure)")
+  .option("--url <url>", "base URL of the API", "http://127.0.0.1:8000")
+  .option("--timeout <seconds>", "per request, and for the echo job to finish", "10")
+  .action(async (flags: { url: string; timeout: string }) => {
+    const failed = await smoke(flags.url, Number(flags.timeout));
+    process.exitCode = failed === 0 ? 0 : 1;
   });
 
 registerBenchCommands(program);

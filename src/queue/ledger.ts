@@ -11,7 +11,17 @@ import { type DeadLetterRow, type JobRow, rowToDeadLetter, rowToJob } from "./ro
 import { heldJobLocks } from "./sql/claim.js";
 import { enqueueJob } from "./sql/enqueue.js";
 import { reapStaleJobs } from "./sql/finish.js";
-import { cancelJob, getDeadLetter, getJob, listJobs, metrics, ping, pruneStats } from "./sql/read.js";
+import {
+  cancelJob,
+  getDeadLetter,
+  getJob,
+  listDeadLetters,
+  listJobs,
+  listWorkers,
+  metrics,
+  ping,
+  pruneStats,
+} from "./sql/read.js";
 import {
   type DeadLetterJob,
   JOB_STATUSES,
@@ -20,6 +30,7 @@ import {
   type JobStatus,
   type ListJobsQuery,
   type QueueMetrics,
+  type WorkerInfo,
 } from "./types.js";
 import { type NormalizedJobSpec, validateJobSpec } from "./validate.js";
 
@@ -218,6 +229,41 @@ export class Ledger {
     });
     await this.pool.query({ ...pruneStats(this.schema), values: [3600] });
     return rows.map(rowToJob);
+  }
+
+  /** Worker processes with a heartbeat younger than `livenessSeconds`, with the jobs each holds. */
+  async listWorkers(livenessSeconds: number): Promise<WorkerInfo[]> {
+    const { rows } = await this.pool.query<{
+      id: string;
+      host: string;
+      pid: number;
+      types: string[];
+      concurrency: number;
+      fenced_writes: number;
+      started_at: Date;
+      heartbeat_at: Date;
+      held: number;
+    }>({ ...listWorkers(this.schema), values: [livenessSeconds] });
+    return rows.map((r) => ({
+      id: r.id,
+      host: r.host,
+      pid: r.pid,
+      types: r.types,
+      concurrency: r.concurrency,
+      fencedWrites: r.fenced_writes,
+      startedAt: r.started_at,
+      heartbeatAt: r.heartbeat_at,
+      heldJobs: r.held,
+    }));
+  }
+
+  /** The `limit` most recent dead-letter entries, newest first. */
+  async listDeadLetters(limit = 20): Promise<DeadLetterJob[]> {
+    const { rows } = await this.pool.query<DeadLetterRow>({
+      ...listDeadLetters(this.schema),
+      values: [limit],
+    });
+    return rows.map(rowToDeadLetter);
   }
 
   /** Resolves if the database answers and the schema is migrated; rejects otherwise. */

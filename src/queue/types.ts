@@ -100,3 +100,18 @@ export interface QueueMetrics {
   /** Length of the trailing window, seconds. */
   windowSeconds: number;
 }
+
+/** A live worker process, as its heartbeat row says. */
+export interface WorkerInfo {
+  id: string;
+  host: string;
+  pid: number;
+  /** Job types it claims. */
+  types: string[];
+  concurrency: number;
+  fencedWrites: number;
+  startedAt: Date;
+  heartbeatAt: Date;
+  /** Jobs it holds now (claimed or running). */
+  heldJobs: number;
+}

@@ -89,3 +89,24 @@ export const pruneStats = (schema: string): Statement =>
 /** Readiness probe: the database answers and the schema is migrated. */
 export const ping = (schema: string): Statement =>
   statement(schema, "ping", `SELECT count(*)::int AS n FROM $S.migrations`);
+
+/** Live worker processes, newest heartbeat first. $1 liveness threshold seconds. */
+export const listWorkers = (schema: string): Statement =>
+  statement(
+    schema,
+    "list_workers",
+    `SELECT id, host, pid, types, concurrency, fenced_writes, started_at, heartbeat_at,
+            (SELECT count(*) FROM $S.jobs j WHERE j.worker_id = w.id AND j.status IN ('claimed', 'running'))::int AS held
+     FROM $S.workers w
+     WHERE heartbeat_at > now() - make_interval(secs => $1::float8)
+     ORDER BY heartbeat_at DESC`,
+  );
+
+/** The most recent dead-letter entries. $1 limit. */
+export const listDeadLetters = (schema: string): Statement =>
+  statement(
+    schema,
+    "list_dead_letters",
+    `SELECT job_id, type, payload, priority, max_retries, error, attempts, errors, worker_id, created_at, died_at
+     FROM $S.dead_letter_jobs ORDER BY died_at DESC, job_id DESC LIMIT $1`,
+  );

@@ -1,0 +1,52 @@
+/** Operator tools against a real `taskqueue start`: smoke checks every endpoint; inspect shows the queue. */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { after, before, it } from "node:test";
+import { promisify } from "node:util";
+import { freePort } from "../../src/db/embedded.js";
+import { createTestDb, type TestDb } from "../helpers/db.js";
+import { CLI, type CliProcess, cliEnv, startCli } from "../helpers/process.js";
+
+const run = promisify(execFile);
+let db: TestDb;
+let service: CliProcess;
+let port: number;
+
+before(async () => {
+  db = await createTestDb();
+  port = await freePort();
+  service = startCli(["start"], cliEnv(db, { PORT: String(port) }));
+  await service.waitForLog((l) => l.msg === "API listening");
+});
+after(async () => {
+  service.child.kill("SIGTERM");
+  await service.exited;
+  await db.drop();
+});
+
+it("smoke passes every check against a running service", async () => {
+  const { stdout } = await run(process.execPath, [CLI, "smoke", "--url", `http://127.0.0.1:${port}`], {
+    env: cliEnv(db),
+  });
+  assert.match(stdout, /^11 passed, 0 failed$/m);
+  assert.doesNotMatch(stdout, /^FAIL/m);
+});
+
+it("smoke exits 1 when the service is not there", async () => {
+  const unused = await freePort();
+  await assert.rejects(
+    run(process.execPath, [CLI, "smoke", "--url", `http://127.0.0.1:${unused}`, "--timeout", "2"], {
+      env: cliEnv(db),
+    }),
+    (error: { code?: number; stdout?: string }) =>
+      error.code === 1 && /FAIL {2}GET \/health/.test(error.stdout ?? ""),
+  );
+});
+
+it("inspect shows depth by status, live workers and dead letters", async () => {
+  await db.ledger.addJob({ type: "noop", runAt: "2999-01-01T00:00:00Z" });
+  const { stdout } = await run(process.execPath, [CLI, "inspect"], { env: cliEnv(db) });
+  assert.match(stdout, /depth {4}pending 1 /);
+  assert.match(stdout, /workers {2}1 live/);
+  assert.match(stdout, /recent dead letters/);
+});
