@@ -8,7 +8,14 @@ import type pg from "pg";
 import { connectSession } from "../db/pool.js";
 import type { BackoffPolicy } from "./ledger.js";
 import { lockClassFor } from "./lock-class.js";
-import { backendPid, claimJobs, deleteWorker, heartbeat, markRunning } from "./sql/claim.js";
+import {
+  backendPid,
+  claimJobs,
+  deleteWorker,
+  forceCustomPlans,
+  heartbeat,
+  markRunning,
+} from "./sql/claim.js";
 import { completeJobs, failJobs, releaseJobs } from "./sql/finish.js";
 import { lockTableSize } from "./sql/schema.js";
 import type { JsonValue } from "./types.js";
@@ -97,6 +104,11 @@ export class LockSession {
       connectionString: options.connectionString,
       applicationName: `taskqueue lock session ${options.workerId}`.slice(0, 63),
     });
+    // Batch statements join their input arrays with jobs. A cached generic plan cannot see how many
+    // elements an array holds and may pick a nested loop over the whole batch for every row
+    // (measured: 500 ms instead of 15 ms for 1,000 completions with a large history); a plan made
+    // for each call sees the arrays and costs well under a millisecond to make.
+    await client.query(forceCustomPlans);
     return new LockSession(client, options.schema, options.workerId, options.onLost);
   }
 

@@ -5,7 +5,9 @@ import { lockKey, type Statement, statement } from "./statement.js";
  * pick due pending jobs of the handled types in claim order with FOR UPDATE SKIP LOCKED, take the
  * session-level advisory lock of each while its row lock is held (skipping any whose lock another
  * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
- * applied before any lock is tried.
+ * applied before any lock is tried. The update finds its rows through `id = ANY(ARRAY(...))`, an
+ * index scan of the primary key: a join with the CTE lets the planner pick a sequential scan of
+ * the whole table, which grows with the history.
  * $1 types text[], $2 limit int, $3 lock class int4, $4 worker id text.
  * Returns the claimed jobs (unordered; callers sort by priority DESC, run_at, id).
  */
@@ -24,8 +26,7 @@ export const claimJobs = (schema: string): Statement =>
      )
      UPDATE $S.jobs AS j
      SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = $4
-     FROM locked
-     WHERE j.id = locked.id
+     WHERE j.id = ANY(ARRAY(SELECT id FROM locked))
      RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.created_at`,
   );
 
@@ -88,3 +89,6 @@ export const backendPid: Statement = {
   name: "taskqueue_backend_pid",
   text: "SELECT pg_backend_pid() AS pid",
 };
+
+/** Session setting of the lock session: plan every batch statement for its actual arrays. */
+export const forceCustomPlans = "SET plan_cache_mode = force_custom_plan";

@@ -30,6 +30,10 @@ function deadLetterInsert(cte: string) {
      ON CONFLICT (job_id) DO NOTHING`;
 }
 
+/**
+ * The fence of every write after a claim: this job, this attempt, this worker, still held. The
+ * held-status condition also lets the planner reach the rows through the small jobs_stale_idx.
+ */
 const fence = (workerParam: string) =>
   `j.id = i.id AND j.attempt = i.attempt AND j.worker_id = ${workerParam} AND j.status IN ('claimed', 'running')`;
 
@@ -133,7 +137,7 @@ export const reapStaleJobs = (schema: string): Statement =>
          max: "$5",
          jitter: "$6",
        })}
-       FROM unowned WHERE j.id = unowned.id
+       WHERE j.id = ANY(ARRAY(SELECT id FROM unowned))
        RETURNING j.*
      ), dead AS (
        ${deadLetterInsert("reaped")}
