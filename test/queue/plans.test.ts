@@ -1,0 +1,73 @@
+/**
+ * The hot statements stay proportional to the batch, not to the history (DESIGN.md §3): with
+ * 200,000 finished jobs in the table, claim and complete never scan it sequentially, and their
+ * joins never rescan the batch for every row.
+ */
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import pg from "pg";
+import { lockClassFor } from "../../src/queue/lock-class.js";
+import { claimJobs, forceCustomPlans } from "../../src/queue/sql/claim.js";
+import { completeJobs } from "../../src/queue/sql/finish.js";
+import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
+
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Actual Loops"?: number;
+  Plans?: PlanNode[];
+}
+const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+
+let db: TestDb;
+let client: pg.Client;
+before(async () => {
+  db = await createTestDb();
+  await db.sql(
+    "INSERT INTO jobs (type, status, started_at, completed_at, result) SELECT 'noop', 'done', now(), now(), 'null' FROM generate_series(1, 200000)",
+  );
+  await db.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 500)");
+  await db.sql("ANALYZE jobs");
+  client = new pg.Client({ connectionString: DATABASE_URL });
+  await client.connect();
+  await client.query(forceCustomPlans);
+});
+after(async () => {
+  await client.end();
+  await db.drop();
+});
+
+async function plan(text: string, values: unknown[]): Promise<PlanNode[]> {
+  const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
+  return nodes((rows[0]["QUERY PLAN"] as { Plan: PlanNode }[])[0]?.Plan as PlanNode);
+}
+
+it("claim and complete of 500 jobs use indexes and visit each row once", async () => {
+  const lockClass = lockClassFor(db.schema);
+  const claim = await plan(claimJobs(db.schema).text, [["noop"], 500, lockClass, "w"]);
+  assert.deepEqual(
+    claim.filter((n) => n["Node Type"] === "Seq Scan").map((n) => n["Relation Name"]),
+    [],
+    "claim scans no table sequentially",
+  );
+  const claimed = await db.sql<{ id: number }>("SELECT id FROM jobs WHERE status = 'claimed' ORDER BY id");
+  assert.equal(claimed.length, 500);
+  const ids = claimed.map((r) => r.id);
+  const complete = await plan(completeJobs(db.schema).text, [
+    ids,
+    ids.map(() => 0),
+    ids.map(() => "null"),
+    ids.map(() => 1),
+    "w",
+    lockClass,
+  ]);
+  assert.deepEqual(
+    complete.filter((n) => n["Node Type"] === "Seq Scan").map((n) => n["Relation Name"]),
+    [],
+    "complete scans no table sequentially",
+  );
+  const rescans = complete.filter((n) => n["Node Type"] === "CTE Scan" && (n["Actual Loops"] ?? 1) > 1);
+  assert.deepEqual(rescans, [], "no CTE is rescanned per row");
+  const [done] = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'done'");
+  assert.equal(done?.n, 200500);
+});
