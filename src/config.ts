@@ -168,7 +168,7 @@ function parseEnv(rule: Rule, raw: string): unknown {
   const text = raw.trim();
   switch (rule.kind) {
     case "number":
-      return text === "" ? Number.NaN : Number(text);
+      return /^[+-]?(\d+\.?\d*|\.\d+)$/.test(text) ? Number(text) : Number.NaN;
     case "boolean": {
       const lower = text.toLowerCase();
       if (["1", "true", "yes", "on"].includes(lower)) return true;
@@ -194,6 +194,13 @@ export function resolveConfig(options: TaskQueueOptions = {}): ResolvedConfig {
     throw new ConfigError("schema", `must not be "public" or a pg_ schema`);
   if (config.backoffMaxSeconds < config.backoffBaseSeconds)
     throw new ConfigError("backoffMaxSeconds", "must not be smaller than backoffBaseSeconds");
+  if (config.staleThresholdSeconds <= config.heartbeatIntervalSeconds)
+    throw new ConfigError(
+      "staleThresholdSeconds",
+      `must be greater than heartbeatIntervalSeconds (${config.heartbeatIntervalSeconds}); at least twice is advisable, or live workers' jobs are reclaimed`,
+    );
+  if (config.databaseUrl !== undefined && !isConnectionString(config.databaseUrl))
+    throw new ConfigError("databaseUrl", "must be a postgres:// or postgresql:// URL");
   return config;
 }
 
@@ -220,7 +227,25 @@ export function configFromEnv(
     }
     options[field] = value;
   }
-  return resolveConfig({ ...(options as TaskQueueOptions), ...stripUndefined(overrides) });
+  try {
+    return resolveConfig({ ...(options as TaskQueueOptions), ...stripUndefined(overrides) });
+  } catch (error) {
+    // Cross-field checks name option fields; from the environment, name the variables.
+    if (!(error instanceof ConfigError)) throw error;
+    const rule = RULES[error.field as keyof ResolvedConfig];
+    if (!rule || error.field in overrides) throw error;
+    let message = error.message.slice(error.field.length + 2);
+    for (const [field, other] of Object.entries(RULES)) message = message.replaceAll(field, other.env);
+    throw new ConfigError(rule.env, message);
+  }
+}
+
+function isConnectionString(value: string): boolean {
+  try {
+    return ["postgres:", "postgresql:", "socket:"].includes(new URL(value).protocol);
+  } catch {
+    return false;
+  }
 }
 
 function stripUndefined(options: TaskQueueOptions): TaskQueueOptions {

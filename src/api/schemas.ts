@@ -213,6 +213,16 @@ export const JobResponse = Type.Object(
     errors: Type.Array(AttemptErrorSchema, { description: "Every failed attempt, oldest first." }),
     worker_id: nullable(Type.String({ description: "Worker that holds or last held the job." })),
     created_at: Timestamp,
+    payload_omitted: Type.Optional(
+      Type.Boolean({
+        description: "In lists only: the payload is over 64 KiB and left out (null); GET /jobs/{id} has it.",
+      }),
+    ),
+    result_omitted: Type.Optional(
+      Type.Boolean({
+        description: "In lists only: the result is over 64 KiB and left out (null); GET /jobs/{id} has it.",
+      }),
+    ),
   },
   { description: "A job." },
 );
@@ -318,5 +328,7 @@ export function toJobResponse(job: Job): JobResponse {
     errors: job.errors,
     worker_id: job.workerId,
     created_at: job.createdAt.toISOString(),
+    ...(job.payloadOmitted ? { payload_omitted: true } : {}),
+    ...(job.resultOmitted ? { result_omitted: true } : {}),
   };
 }

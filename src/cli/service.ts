@@ -40,6 +40,8 @@ export interface RunningService {
   url: string | null;
   /** Graceful stop of everything (idempotent). */
   stop(): Promise<void>;
+  /** For a forced exit: stops the embedded database (if any) at once, synchronously. */
+  stopNow(): void;
 }
 
 async function loadHandlers(registry: HandlerRegistry, modulePath: string): Promise<void> {
@@ -118,6 +120,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       stopping ??= stopAll();
       return stopping;
     },
+    stopNow: () => embedded?.stopNow(),
   };
 }
 
@@ -133,6 +136,7 @@ export async function runUntilSignal(service: RunningService): Promise<never> {
       if (signalledAt !== null) {
         if (Date.now() - signalledAt < 1000) return;
         service.logger.warn({ signal }, "second signal: exiting now");
+        service.stopNow();
         process.exit(130);
       }
       signalledAt = Date.now();

@@ -13,8 +13,8 @@
  * temp folder, under names derived from their paths, so the same project finds the same data.
  */
 import { execFile, execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { chownSync, cpSync, existsSync, readFileSync, statSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { chownSync, cpSync, existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -29,9 +29,19 @@ export interface EmbeddedDatabase {
   dataDir: string;
   /** Stops the server (fast shutdown). Data is kept unless the server was started `ephemeral`. */
   stop(): Promise<void>;
+  /** Stops the server synchronously, without waiting for it to finish: for a forced exit. */
+  stopNow(): void;
 }
 
-const PASSWORD = "taskqueue";
+/** A process that is alive (signal 0 reaches it). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
 
 /** Asks the OS for a free TCP port on 127.0.0.1. */
 export async function freePort(): Promise<number> {
@@ -130,10 +140,14 @@ export async function startEmbeddedPostgres(options: {
   const dataDir = reachable(resolve(options.dataDir), options.log);
   const { initdb, pgCtl } = await binaries(options.log);
   const user = serverUser();
+  // The superuser password: random per cluster, kept beside the data, readable by us alone.
+  const passwordPath = `${dataDir}.password`;
+  const ownerPath = `${dataDir}.owner`;
   if (!existsSync(join(dataDir, "PG_VERSION"))) {
     await mkdir(dataDir, { recursive: true });
+    await writeFile(passwordPath, randomBytes(18).toString("base64url"), { mode: 0o600 });
     const passwordFile = join(dirname(dataDir), `.pwfile-${process.pid}`);
-    await writeFile(passwordFile, `${PASSWORD}\n`, { mode: 0o600 });
+    await writeFile(passwordFile, `${readFileSync(passwordPath, "utf8")}\n`, { mode: 0o600 });
     if (user) {
       chownSync(dataDir, user.uid, user.gid);
       chownSync(passwordFile, user.uid, user.gid);
@@ -163,8 +177,13 @@ export async function startEmbeddedPostgres(options: {
     () => false,
   );
   if (running) {
+    const owner = existsSync(ownerPath) ? Number(readFileSync(ownerPath, "utf8")) : 0;
+    if (owner > 0 && owner !== process.pid && alive(owner))
+      throw new Error(
+        `the embedded PostgreSQL in ${dataDir} is in use by taskqueue process ${owner}; stop that one first, or set DATABASE_URL`,
+      );
     port = Number(readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[3]);
-    options.log?.(`reusing the PostgreSQL server already running on port ${port}`);
+    options.log?.(`taking over the PostgreSQL server left running on port ${port}`);
   } else {
     const serverOptions = `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`;
     const logFile = join(dataDir, "server.log");
@@ -177,17 +196,34 @@ export async function startEmbeddedPostgres(options: {
       );
     }
   }
+  await writeFile(ownerPath, String(process.pid));
+  const password = existsSync(passwordPath) ? readFileSync(passwordPath, "utf8").trim() : "taskqueue";
   let stopped: Promise<void> | null = null;
   return {
-    connectionString: `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/postgres`,
+    connectionString: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
     port,
     dataDir,
     stop: () => {
       stopped ??= (async () => {
         await run(pgCtl, ["stop", "-w", "-m", "fast", "-D", dataDir], user).catch(() => undefined);
-        if (options.ephemeral) await rm(dataDir, { recursive: true, force: true });
+        await rm(ownerPath, { force: true });
+        if (options.ephemeral) {
+          await rm(dataDir, { recursive: true, force: true });
+          await rm(passwordPath, { force: true });
+        }
       })();
       return stopped;
+    },
+    stopNow: () => {
+      try {
+        execFileSync(pgCtl, ["stop", "-W", "-m", "fast", "-D", dataDir], {
+          ...(user ?? {}),
+          stdio: "ignore",
+        });
+      } catch {
+        // Already stopped.
+      }
+      rmSync(ownerPath, { force: true });
     },
   };
 }

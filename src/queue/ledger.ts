@@ -32,7 +32,7 @@ import {
   type QueueMetrics,
   type WorkerInfo,
 } from "./types.js";
-import { type NormalizedJobSpec, validateJobSpec } from "./validate.js";
+import { type FieldNaming, type NormalizedJobSpec, validateJobSpec } from "./validate.js";
 
 /** Retry policy applied to failed and reaped attempts (DESIGN.md §4). */
 export interface BackoffPolicy {
@@ -48,13 +48,24 @@ export interface EnqueueOptions {
    * exists (and workers are notified) only if that transaction commits.
    */
   client?: Queryable;
+  /** Spelling of field names in validation errors: `"camel"` (default) or the HTTP API's `"snake"`. */
+  naming?: FieldNaming;
 }
 
 /** Most jobs one {@link Ledger.addJobs} call accepts (one statement, all-or-nothing). */
 export const MAX_BATCH_JOBS = 10_000;
 
+/** Payloads and results larger than this (bytes of JSON text) are left out of job lists. */
+export const LIST_VALUE_MAX_BYTES = 64 * 1024;
+
 /** Length of the trailing window of the rate metrics, seconds. */
 export const METRICS_WINDOW_SECONDS = 60;
+
+/** @throws {JobValidationError} naming `id` unless it is a positive safe integer. */
+function checkJobId(id: number): void {
+  if (!Number.isSafeInteger(id) || id < 1)
+    throw new JobValidationError([{ field: "id", message: "must be a positive integer" }]);
+}
 
 export class Ledger {
   /** Advisory-lock class of this schema (see lock-class.ts). */
@@ -80,7 +91,7 @@ export class Ledger {
    * @throws {JobValidationError} on a bad spec; nothing is written.
    */
   async addJob(spec: JobSpec, options: EnqueueOptions = {}): Promise<Job> {
-    const job = validateJobSpec(spec);
+    const job = validateJobSpec(spec, "", options.naming);
     if (!options.client) return this.batcher.add(job);
     const { rows } = await options.client.query<JobRow>({
       ...enqueueJob(this.schema),
@@ -102,7 +113,7 @@ export class Ledger {
     const jobs: NormalizedJobSpec[] = [];
     specs.forEach((spec, index) => {
       try {
-        jobs.push(validateJobSpec(spec, `jobs/${index}/`));
+        jobs.push(validateJobSpec(spec, `jobs/${index}/`, options.naming));
       } catch (error) {
         if (error instanceof JobValidationError) problems.push(...error.problems);
         else throw error;
@@ -112,8 +123,9 @@ export class Ledger {
     return insertJobs(options.client ?? this.pool, this.schema, jobs);
   }
 
-  /** The job with this id, or null. */
+  /** The job with this id, or null. @throws {JobValidationError} if `id` is not a positive integer. */
   async getJob(id: number): Promise<Job | null> {
+    checkJobId(id);
     const { rows } = await this.pool.query<JobRow>({ ...getJob(this.schema), values: [id] });
     return rows[0] ? rowToJob(rows[0]) : null;
   }
@@ -139,13 +151,7 @@ export class Ledger {
     if (problems.length > 0) throw new JobValidationError(problems);
     const { rows } = await this.pool.query<JobRow>({
       ...listJobs(this.schema),
-      values: [
-        query.status ?? null,
-        query.type ?? null,
-        query.createdAfter ?? null,
-        query.limit ?? 50,
-        query.offset ?? 0,
-      ],
+      values: [status ?? null, query.type ?? null, createdAfter ?? null, limit, offset, LIST_VALUE_MAX_BYTES],
     });
     return rows.map(rowToJob);
   }
@@ -156,6 +162,7 @@ export class Ledger {
    * @throws {JobStateConflictError} the job is not pending (claimed, running or finished).
    */
   async cancelJob(id: number): Promise<Job> {
+    checkJobId(id);
     const { rows } = await this.pool.query<JobRow & { cancelled: boolean }>({
       ...cancelJob(this.schema),
       values: [id],
@@ -168,6 +175,7 @@ export class Ledger {
 
   /** The dead-letter entry of a job, or null. */
   async getDeadLetter(jobId: number): Promise<DeadLetterJob | null> {
+    checkJobId(jobId);
     const { rows } = await this.pool.query<DeadLetterRow>({ ...getDeadLetter(this.schema), values: [jobId] });
     return rows[0] ? rowToDeadLetter(rows[0]) : null;
   }

@@ -73,6 +73,8 @@ export interface WorkerIdentity {
 export class LockSession {
   private readonly lockClass: number;
   private lost = false;
+  /** The tail of the statement queue: one statement at a time on this session. */
+  private tail: Promise<unknown> = Promise.resolve();
 
   private constructor(
     private readonly client: pg.Client,
@@ -112,6 +114,19 @@ export class LockSession {
     return new LockSession(client, options.schema, options.workerId, options.onLost);
   }
 
+  /**
+   * Runs one statement after every earlier one has finished. Claims, flushes and heartbeats come
+   * from independent loops; node-postgres would queue them too, but only as a deprecated
+   * behaviour, and the order they reach the server in is part of the protocol.
+   */
+  private query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    config: string | pg.QueryConfig,
+  ): Promise<pg.QueryResult<R>> {
+    const result = this.tail.then(() => this.client.query<R>(config as pg.QueryConfig));
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+
   /** True once the connection failed or ended. */
   get isLost(): boolean {
     return this.lost;
@@ -119,13 +134,13 @@ export class LockSession {
 
   /** Advisory-lock slots of the server's shared lock table (max_locks_per_transaction * max_connections). */
   async lockTableSlots(): Promise<number> {
-    const { rows } = await this.client.query<{ slots: number }>(lockTableSize);
+    const { rows } = await this.query<{ slots: number }>(lockTableSize);
     return rows[0]?.slots ?? 6400;
   }
 
   /** Claims up to `limit` due jobs of `types`, in claim order (priority DESC, run_at, id). */
   async claim(types: readonly string[], limit: number): Promise<ClaimedJob[]> {
-    const { rows } = await this.client.query<{
+    const { rows } = await this.query<{
       id: number;
       type: string;
       payload: JsonValue;
@@ -152,7 +167,7 @@ export class LockSession {
   /** Fenced claimed → running. Returns the ids that moved. */
   async markRunning(refs: readonly ClaimRef[]): Promise<Set<number>> {
     if (refs.length === 0) return new Set();
-    const { rows } = await this.client.query<{ id: number }>({
+    const { rows } = await this.query<{ id: number }>({
       ...markRunning(this.schema),
       values: [refs.map((r) => r.id), refs.map((r) => r.attempt), this.workerId],
     });
@@ -162,7 +177,7 @@ export class LockSession {
   /** Fenced done + unlock. */
   async complete(batch: readonly Completion[]): Promise<WriteOutcome[]> {
     if (batch.length === 0) return [];
-    const { rows } = await this.client.query<WriteOutcome>({
+    const { rows } = await this.query<WriteOutcome>({
       ...completeJobs(this.schema),
       values: [
         batch.map((c) => c.id),
@@ -179,7 +194,7 @@ export class LockSession {
   /** Fenced failed attempt (retry with backoff or dead-letter) + unlock. */
   async fail(batch: readonly Failure[], policy: BackoffPolicy): Promise<WriteOutcome[]> {
     if (batch.length === 0) return [];
-    const { rows } = await this.client.query<WriteOutcome>({
+    const { rows } = await this.query<WriteOutcome>({
       ...failJobs(this.schema),
       values: [
         batch.map((f) => f.id),
@@ -199,7 +214,7 @@ export class LockSession {
   /** Fenced give-back to pending (no attempt counted) + unlock. */
   async release(refs: readonly ClaimRef[]): Promise<WriteOutcome[]> {
     if (refs.length === 0) return [];
-    const { rows } = await this.client.query<WriteOutcome>({
+    const { rows } = await this.query<WriteOutcome>({
       ...releaseJobs(this.schema),
       values: [refs.map((r) => r.id), refs.map((r) => r.attempt), this.workerId, this.lockClass],
     });
@@ -212,7 +227,7 @@ export class LockSession {
     fencedWrites: number,
     held: readonly ClaimRef[],
   ): Promise<Set<number>> {
-    const { rows } = await this.client.query<{ id: number }>({
+    const { rows } = await this.query<{ id: number }>({
       ...heartbeat(this.schema),
       values: [
         worker.id,
@@ -230,7 +245,7 @@ export class LockSession {
 
   /** Deletes the worker row (clean shutdown). */
   async deleteWorker(): Promise<void> {
-    await this.client.query({ ...deleteWorker(this.schema), values: [this.workerId] });
+    await this.query({ ...deleteWorker(this.schema), values: [this.workerId] });
   }
 
   /** Closes the connection; PostgreSQL releases any advisory lock still held. */
@@ -241,7 +256,7 @@ export class LockSession {
 
   /** The backend pid of this session (for tests and inspect). */
   async backendPid(): Promise<number> {
-    const { rows } = await this.client.query<{ pid: number }>(backendPid);
+    const { rows } = await this.query<{ pid: number }>(backendPid);
     return rows[0]?.pid ?? -1;
   }
 }

@@ -19,10 +19,16 @@ export interface JobRow {
   errors: AttemptError[];
   worker_id: string | null;
   created_at: Date;
+  payload_omitted?: boolean;
+  result_omitted?: boolean;
 }
 
 export function rowToJob(row: JobRow): Job {
+  const omitted: Pick<Job, "payloadOmitted" | "resultOmitted"> = {};
+  if (row.payload_omitted) omitted.payloadOmitted = true;
+  if (row.result_omitted) omitted.resultOmitted = true;
   return {
+    ...omitted,
     id: row.id,
     type: row.type,
     payload: row.payload,

@@ -52,6 +52,10 @@ export interface Job {
   errors: AttemptError[];
   workerId: string | null;
   createdAt: Date;
+  /** Set by listJobs when the payload is larger than LIST_VALUE_MAX_BYTES and left out (null). */
+  payloadOmitted?: boolean;
+  /** Likewise for the result. */
+  resultOmitted?: boolean;
 }
 
 /** A row of dead_letter_jobs: a job that exhausted its retries, as it was when it died. */

@@ -5,6 +5,26 @@
 import { type FieldProblem, JobValidationError } from "../errors.js";
 import type { JobSpec, JsonValue } from "./types.js";
 
+/** Largest payload (and handler result) a job carries, as UTF-8 JSON bytes: 1 MiB. */
+export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+
+/** UTF-8 length of JSON text (cheap when the text is plainly small). */
+export function jsonBytes(json: string): number {
+  return json.length * 3 <= MAX_PAYLOAD_BYTES ? json.length : Buffer.byteLength(json, "utf8");
+}
+
+/** How field names are spelled in errors: the library's (`maxRetries`) or the HTTP API's (`max_retries`). */
+export type FieldNaming = "camel" | "snake";
+
+const SNAKE_NAMES: Record<keyof JobSpec, string> = {
+  type: "type",
+  payload: "payload",
+  priority: "priority",
+  maxRetries: "max_retries",
+  runAt: "run_at",
+};
+const JOB_SPEC_FIELDS = new Set(Object.keys(SNAKE_NAMES));
+
 /** A spec with every default filled in, ready for the insert statement. */
 export interface NormalizedJobSpec {
   type: string;
@@ -123,14 +143,26 @@ function checkInteger(
 }
 
 /**
- * Validates and normalises one spec. `prefix` is put before each field name (e.g. `jobs/3/`).
- * Field names are the API's (snake_case), since both callers report them to people.
+ * Validates and normalises one spec. `prefix` is put before each field name (e.g. `jobs/3/`);
+ * `naming` spells them as the caller knows them. Unknown keys are refused (a misspelt
+ * `prority` must not silently become the default).
  * @throws {JobValidationError} listing every bad field.
  */
-export function validateJobSpec(spec: JobSpec, prefix = ""): NormalizedJobSpec {
+export function validateJobSpec(
+  spec: JobSpec,
+  prefix = "",
+  naming: FieldNaming = "camel",
+): NormalizedJobSpec {
   const problems: FieldProblem[] = [];
-  if (typeof spec !== "object" || spec === null)
-    throw new JobValidationError([{ field: prefix || "body", message: "must be an object" }]);
+  if (typeof spec !== "object" || spec === null || Array.isArray(spec))
+    throw new JobValidationError([{ field: prefix || "job", message: "must be an object" }]);
+  const name = (field: keyof JobSpec) => `${prefix}${naming === "snake" ? SNAKE_NAMES[field] : field}`;
+  for (const key of Object.keys(spec))
+    if (!JOB_SPEC_FIELDS.has(key))
+      problems.push({
+        field: `${prefix}${key}`,
+        message: `is not a job field (expected ${[...JOB_SPEC_FIELDS].map((f) => name(f as keyof JobSpec).slice(prefix.length)).join(", ")})`,
+      });
   const { type, priority = 5, maxRetries = 3, runAt } = spec;
   if (typeof type !== "string" || type.length < 1 || type.length > 200) {
     problems.push({ field: `${prefix}type`, message: "must be a string of 1 to 200 characters" });
@@ -140,24 +172,24 @@ export function validateJobSpec(spec: JobSpec, prefix = ""): NormalizedJobSpec {
       message: "contains a NUL character or an unpaired UTF-16 surrogate",
     });
   }
-  checkInteger(problems, `${prefix}priority`, priority, 1, 10);
-  checkInteger(problems, `${prefix}max_retries`, maxRetries, 0, 10);
+  checkInteger(problems, name("priority"), priority, 1, 10);
+  checkInteger(problems, name("maxRetries"), maxRetries, 0, 10);
   let when: Date | null = null;
   if (runAt !== undefined && runAt !== null) {
     if (runAt instanceof Date) {
       if (Number.isNaN(runAt.getTime()))
-        problems.push({ field: `${prefix}run_at`, message: "is an invalid date" });
+        problems.push({ field: name("runAt"), message: "is an invalid date" });
       else when = runAt;
     } else if (typeof runAt !== "string" || !isOffsetDateTime(runAt)) {
       problems.push({
-        field: `${prefix}run_at`,
+        field: name("runAt"),
         message:
           "must be an ISO-8601 date-time with a UTC offset, e.g. 2030-01-01T12:00:00Z (a time without offset is ambiguous)",
       });
     } else {
       when = new Date(runAt.replace(" ", "T"));
       if (Number.isNaN(when.getTime()))
-        problems.push({ field: `${prefix}run_at`, message: "is not a valid date-time" });
+        problems.push({ field: name("runAt"), message: "is not a valid date-time" });
     }
   }
   const payload = toStorableJson(
@@ -165,6 +197,11 @@ export function validateJobSpec(spec: JobSpec, prefix = ""): NormalizedJobSpec {
     `${prefix}payload`,
   );
   if ("problem" in payload) problems.push(payload.problem);
+  else if (jsonBytes(payload.json) > MAX_PAYLOAD_BYTES)
+    problems.push({
+      field: `${prefix}payload`,
+      message: `is ${jsonBytes(payload.json)} bytes as JSON; the most a job carries is ${MAX_PAYLOAD_BYTES} (1 MiB)`,
+    });
   if (problems.length > 0) throw new JobValidationError(problems);
   return {
     type,

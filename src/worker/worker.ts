@@ -24,7 +24,7 @@ import {
   type WriteOutcome,
 } from "../queue/lock-session.js";
 import type { Job } from "../queue/types.js";
-import { toStorableJson } from "../queue/validate.js";
+import { jsonBytes, MAX_PAYLOAD_BYTES, toStorableJson } from "../queue/validate.js";
 import { NotifyListener } from "./listener.js";
 import type { HandlerRegistry } from "./registry.js";
 
@@ -71,8 +71,11 @@ interface RunningJob {
   generation: number;
   controller: AbortController;
   startedAt: number;
-  /** Given back at the shutdown deadline or found lost at heartbeat: its outcome is not written. */
-  abandoned: boolean;
+  /**
+   * Set when its outcome must not be written: given back at the shutdown deadline, its lock
+   * session lost, or its claim gone at a heartbeat. Abandoned jobs get no more heartbeats.
+   */
+  abandoned: false | "shutdown" | "session lost" | "claim lost";
 }
 
 /** Bounded local buffer: at most this share of the server's lock table per worker process. */
@@ -313,11 +316,20 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const { job } = entry;
     this.running.delete(job.id);
     const runMs = performance.now() - entry.startedAt;
-    if (entry.abandoned || entry.generation !== this.generation) {
-      this.fenced(job.id, entry.abandoned ? "abandoned" : "session lost");
+    if (entry.abandoned === "shutdown") {
+      this.logger.debug({ jobId: job.id }, "job given back at shutdown finished; its outcome is not written");
+    } else if (entry.abandoned || entry.generation !== this.generation) {
+      this.fenced(job.id, entry.abandoned || "session lost");
     } else if (failure === null) {
       const stored = toStorableJson(result, "result");
-      if ("json" in stored)
+      if ("json" in stored && jsonBytes(stored.json) > MAX_PAYLOAD_BYTES)
+        this.failQueue.push({
+          id: job.id,
+          attempt: job.attempt,
+          error: `handler result is ${jsonBytes(stored.json)} bytes as JSON; the most a job stores is ${MAX_PAYLOAD_BYTES} (1 MiB)`,
+          runMs,
+        });
+      else if ("json" in stored)
         this.doneQueue.push({ id: job.id, attempt: job.attempt, resultJson: stored.json, runMs });
       else
         this.failQueue.push({
@@ -414,7 +426,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private claimLost(id: number): void {
     const entry = this.running.get(id);
     if (entry && !entry.abandoned) {
-      entry.abandoned = true;
+      entry.abandoned = "claim lost";
       this.logger.warn({ jobId: id }, "claim lost while running; the outcome will not be written");
     }
   }
@@ -478,6 +490,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const dropped = this.buffer.length;
     this.buffer = [];
     this.startQueue = [];
+    // Their locks are gone: stop the handlers and the heartbeats, so the reaper can hand the jobs
+    // out again once their heartbeat is stale.
+    for (const entry of this.running.values()) {
+      if (entry.abandoned) continue;
+      entry.abandoned = "session lost";
+      entry.controller.abort(new Error("lock session lost: this job will be run again elsewhere"));
+    }
     this.logger.error(
       { err: error, dropped, running: this.running.size },
       "lock session lost; its jobs will be reclaimed by the reaper",
@@ -542,7 +561,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const abandonedJobIds: number[] = [];
     for (const entry of this.running.values()) {
       if (entry.abandoned) continue;
-      entry.abandoned = true;
+      entry.abandoned = "shutdown";
       entry.controller.abort(new Error("worker shutting down: grace period over"));
       if (entry.generation === this.generation) {
         abandonedJobIds.push(entry.job.id);

@@ -27,12 +27,40 @@ describe("library validation", () => {
   it("names each bad field of a job spec", async () => {
     await rejectsWith(db.ledger.addJob({ type: "" }), "type");
     await rejectsWith(db.ledger.addJob({ type: "noop", priority: 11 }), "priority");
-    await rejectsWith(db.ledger.addJob({ type: "noop", maxRetries: -1 }), "max_retries");
-    await rejectsWith(db.ledger.addJob({ type: "noop", runAt: "2030-01-01T12:00:00" }), "run_at");
-    await rejectsWith(db.ledger.addJob({ type: "noop", runAt: "2030-02-30T12:00:00Z" }), "run_at");
+    await rejectsWith(db.ledger.addJob({ type: "noop", maxRetries: -1 }), "maxRetries");
+    await rejectsWith(db.ledger.addJob({ type: "noop", runAt: "2030-01-01T12:00:00" }), "runAt");
+    await rejectsWith(db.ledger.addJob({ type: "noop", runAt: "2030-02-30T12:00:00Z" }), "runAt");
+    await rejectsWith(db.ledger.addJob({ type: "noop", maxRetries: -1 }, { naming: "snake" }), "max_retries");
     await rejectsWith(db.ledger.addJob({ type: "noop", payload: { a: ["x", "y\u0000"] } }), "payload/a/1");
     await rejectsWith(db.ledger.addJob({ type: "noop", payload: { lone: "\ud800" } }), "payload/lone");
     await rejectsWith(db.ledger.addJob({ type: "noop", payload: { n: Number.NaN } }), "payload");
+  });
+
+  it("refuses unknown fields, such as the HTTP spelling or a typo", async () => {
+    await rejectsWith(db.ledger.addJob({ type: "noop", max_retries: 7 } as never), "max_retries");
+    await rejectsWith(db.ledger.addJob({ type: "noop", prority: 9 } as never), "prority");
+  });
+
+  it("refuses a payload over 1 MiB of JSON, and takes one just under", async () => {
+    const big = "x".repeat(1024 * 1024);
+    await rejectsWith(db.ledger.addJob({ type: "noop", payload: big }), "payload");
+    const fits = await db.ledger.addJob({ type: "noop", payload: big.slice(0, 1024 * 1024 - 2) });
+    assert.equal((fits.payload as string).length, 1024 * 1024 - 2);
+  });
+
+  it("lists leave out payloads over 64 KiB and say so; the job itself has it", async () => {
+    const job = await db.ledger.addJob({ type: "noop", payload: { blob: "y".repeat(200_000) } });
+    const [listed] = await db.ledger.listJobs({ limit: 1 });
+    assert.equal(listed?.id, job.id);
+    assert.equal(listed?.payload, null);
+    assert.equal(listed?.payloadOmitted, true);
+    assert.deepEqual((await db.ledger.getJob(job.id))?.payload, { blob: "y".repeat(200_000) });
+    await db.sql("DELETE FROM jobs");
+  });
+
+  it("refuses an id that is not a positive integer", async () => {
+    await rejectsWith(db.ledger.getJob(1.5), "id");
+    await rejectsWith(db.ledger.cancelJob(0), "id");
   });
 
   it("a batch with one bad job writes nothing and names jobs/<index>/<field>", async () => {

@@ -104,16 +104,21 @@ describe("dispatch", () => {
       await started;
       const lost = waitForEvent(worker, "session:lost");
       const restored = waitForEvent(worker, "session:restored");
+      // The first run is aborted and its result refused; the reaper hands the job out again.
+      const fenced = waitForEvent<[{ id: number; kind: string }]>(
+        worker,
+        "job:fenced",
+        (e) => e.id === job.id,
+      );
+      const done = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job.id, 15_000);
       await db.sql(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'taskqueue lock session ' || $1 || '%'",
         [worker.id],
       );
       await lost;
       await restored;
-      // The first run's result is refused; the reaper hands the job out again and it completes.
-      const fenced = waitForEvent<[{ id: number }]>(worker, "job:fenced", (e) => e.id === job.id);
-      const done = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job.id, 15_000);
-      await fenced;
+      const [refused] = await fenced;
+      assert.equal(refused.kind, "session lost");
       await done;
       const finished = await db.ledger.getJob(job.id);
       assert.equal(finished?.status, "done");

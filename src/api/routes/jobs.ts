@@ -63,7 +63,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       },
     },
     async (request, reply) => {
-      const job = await ledger.addJob(toJobSpec(request.body));
+      const job = await ledger.addJob(toJobSpec(request.body), { naming: "snake" });
       return reply.code(201).send(toJobResponse(job));
     },
   );
@@ -82,7 +82,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       },
     },
     async (request, reply) => {
-      const jobs = await ledger.addJobs(request.body.jobs.map(toJobSpec));
+      const jobs = await ledger.addJobs(request.body.jobs.map(toJobSpec), { naming: "snake" });
       return reply.code(201).send({ jobs: jobs.map(toJobResponse) });
     },
   );

@@ -6,13 +6,21 @@ export const getJob = (schema: string): Statement =>
 
 /**
  * Jobs, newest first, with optional filters in fixed slots (NULL = no filter).
- * $1 status, $2 type, $3 created_after, $4 limit, $5 offset.
+ * $1 status, $2 type, $3 created_after, $4 limit, $5 offset, $6 largest payload/result (JSON text
+ * bytes) a list carries: larger ones are NULL with `payload_omitted`/`result_omitted` true, so a
+ * page of 1,000 jobs stays small; GET /jobs/{id} has them whole.
  */
 export const listJobs = (schema: string): Statement =>
   statement(
     schema,
     "list_jobs",
-    `SELECT ${JOB_COLUMNS} FROM $S.jobs
+    `SELECT id, type, status, priority, attempt, max_retries, run_at, claimed_at, started_at, heartbeat_at,
+            completed_at, error, errors, worker_id, created_at,
+            CASE WHEN octet_length(payload::text) <= $6 THEN payload END AS payload,
+            octet_length(payload::text) > $6 AS payload_omitted,
+            CASE WHEN octet_length(result::text) <= $6 THEN result END AS result,
+            coalesce(octet_length(result::text) > $6, false) AS result_omitted
+     FROM $S.jobs
      WHERE ($1::text IS NULL OR status = $1::text)
        AND ($2::text IS NULL OR type = $2::text)
        AND ($3::timestamptz IS NULL OR created_at > $3::timestamptz)

@@ -1,0 +1,67 @@
+/** Configuration (DESIGN.md §9): a bad value is refused at start-up, naming the variable. */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { configFromEnv, resolveConfig } from "../src/config.js";
+import { ConfigError } from "../src/errors.js";
+
+function refused(env: Record<string, string>, field: string): void {
+  assert.throws(
+    () => configFromEnv(env),
+    (error: unknown) => error instanceof ConfigError && error.field === field,
+    `expected a ConfigError naming ${field} for ${JSON.stringify(env)}`,
+  );
+}
+
+describe("configuration", () => {
+  it("has the documented defaults", () => {
+    const config = configFromEnv({});
+    assert.equal(config.port, 8000);
+    assert.equal(config.workerCount, 4);
+    assert.equal(config.pollIntervalSeconds, 5);
+    assert.equal(config.heartbeatIntervalSeconds, 10);
+    assert.equal(config.reaperIntervalSeconds, 15);
+    assert.equal(config.staleThresholdSeconds, 30);
+    assert.equal(config.shutdownGraceSeconds, 60);
+    assert.equal(config.backoffBaseSeconds, 1);
+    assert.equal(config.backoffMaxSeconds, 3600);
+    assert.equal(config.backoffJitter, true);
+    assert.equal(config.schema, "taskqueue");
+    assert.equal(config.notifyChannel, "job_channel");
+  });
+
+  it("reads the environment", () => {
+    const config = configFromEnv({
+      PORT: "9000",
+      WORKER_COUNT: "8",
+      BACKOFF_JITTER: "false",
+      LOG_LEVEL: "debug",
+    });
+    assert.deepEqual(
+      [config.port, config.workerCount, config.backoffJitter, config.logLevel],
+      [9000, 8, false, "debug"],
+    );
+  });
+
+  it("names the variable of each bad value", () => {
+    refused({ PORT: "abc" }, "PORT");
+    refused({ PORT: "0x1F40" }, "PORT");
+    refused({ PORT: "8e3" }, "PORT");
+    refused({ WORKER_COUNT: "0" }, "WORKER_COUNT");
+    refused({ WORKER_COUNT: "2.5" }, "WORKER_COUNT");
+    refused({ BACKOFF_JITTER: "maybe" }, "BACKOFF_JITTER");
+    refused({ LOG_LEVEL: "loud" }, "LOG_LEVEL");
+    refused({ TASKQUEUE_SCHEMA: "Bad-Name" }, "TASKQUEUE_SCHEMA");
+    refused({ TASKQUEUE_SCHEMA: "public" }, "TASKQUEUE_SCHEMA");
+    refused({ DATABASE_URL: "notaurl" }, "DATABASE_URL");
+    refused({ DATABASE_URL: "mysql://localhost/db" }, "DATABASE_URL");
+    refused({ BACKOFF_BASE_SECONDS: "10", BACKOFF_MAX_SECONDS: "5" }, "BACKOFF_MAX_SECONDS");
+  });
+
+  it("refuses a stale threshold that live workers' heartbeats cannot beat", () => {
+    refused({ HEARTBEAT_INTERVAL_SECONDS: "10", STALE_THRESHOLD_SECONDS: "10" }, "STALE_THRESHOLD_SECONDS");
+    assert.throws(
+      () => resolveConfig({ heartbeatIntervalSeconds: 5, staleThresholdSeconds: 1 }),
+      /staleThresholdSeconds/,
+    );
+  });
+});
