@@ -1,0 +1,145 @@
+/**
+ * The printed comparison: one table with every system's figures, then taskqueue's ratio to the
+ * best PostgreSQL peer per column (naming it), to sql-floor, and to the bullmq-redis reference.
+ */
+import { PEERS, type ResultRow, type SystemName, type SystemReport } from "./types.js";
+
+type Column = {
+  key: Exclude<keyof ResultRow, "system" | "settings">;
+  title: string;
+  /** Which way is better. */
+  better: "higher" | "lower";
+  digits: number;
+};
+
+export const COLUMNS: Column[] = [
+  { key: "enqueue_bulk_per_s", title: "bulk enq/s", better: "higher", digits: 0 },
+  { key: "enqueue_single_per_s", title: "single enq/s", better: "higher", digits: 0 },
+  { key: "drain_per_s", title: "drain/s", better: "higher", digits: 0 },
+  { key: "pickup_p50_ms", title: "pickup p50 ms", better: "lower", digits: 2 },
+  { key: "pickup_p99_ms", title: "pickup p99 ms", better: "lower", digits: 2 },
+  { key: "claim_latency_ratio_1m", title: "1M/empty", better: "lower", digits: 2 },
+];
+
+const number = (value: number, digits: number) =>
+  value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+function cell(report: SystemReport, column: Column): string {
+  const value = report.row[column.key];
+  const missing = report.missing[column.key];
+  if (value === null) return missing?.kind === "n/a" ? "n/a" : "FAILED";
+  const text = number(value, column.digits);
+  return missing?.kind === "n/a" ? `${text}*` : text;
+}
+
+function render(rows: string[][], alignRight: boolean[]): string {
+  const widths = rows[0]?.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length))) ?? [];
+  const line = (r: string[]) =>
+    r
+      .map((text, c) => (alignRight[c] ? text.padStart(widths[c] ?? 0) : text.padEnd(widths[c] ?? 0)))
+      .join("  ")
+      .trimEnd();
+  const rule = widths.map((w) => "-".repeat(w)).join("  ");
+  return [line(rows[0] ?? []), rule, ...rows.slice(1).map(line)].join("\n");
+}
+
+/** The main table: one row per system. */
+export function figuresTable(reports: SystemReport[]): string {
+  const header = [
+    "system",
+    ...COLUMNS.map((c) => `${c.title} ${c.better === "higher" ? "↑" : "↓"}`),
+    "settings",
+  ];
+  const rows = reports.map((r) => [r.row.system, ...COLUMNS.map((c) => cell(r, c)), r.row.settings]);
+  return render([header, ...rows], [false, ...COLUMNS.map(() => true), false]);
+}
+
+/** The best of `candidates` in a column (skipping n/a-by-construction values), or null. */
+function best(reports: Map<SystemName, SystemReport>, candidates: readonly SystemName[], column: Column) {
+  let found: { system: SystemName; value: number } | null = null;
+  for (const system of candidates) {
+    const report = reports.get(system);
+    const value = report?.row[column.key];
+    if (report === undefined || value === null || value === undefined || report.missing[column.key]) continue;
+    if (!found || (column.better === "higher" ? value > found.value : value < found.value))
+      found = { system, value };
+  }
+  return found;
+}
+
+function ratioText(ours: number | null, theirs: number | null, column: Column): string {
+  if (ours === null || theirs === null || theirs === 0) return "—";
+  const ratio = ours / theirs;
+  const ahead = column.better === "higher" ? ratio > 1 : ratio < 1;
+  const verdict = Math.abs(ratio - 1) < 0.005 ? "even" : ahead ? "better" : "worse";
+  return `${number(ratio, 2)}× (${verdict})`;
+}
+
+/** taskqueue ÷ best peer, ÷ sql-floor and ÷ bullmq-redis, per column. */
+export function ratioTable(reports: SystemReport[]): string {
+  const byName = new Map(reports.map((r) => [r.row.system, r]));
+  const ours = byName.get("taskqueue");
+  if (!ours) return "(taskqueue did not run: no ratios)";
+  const floor = byName.get("sql-floor");
+  const redis = byName.get("bullmq-redis");
+  const header = [
+    "column",
+    "taskqueue",
+    "best peer",
+    "peer value",
+    "taskqueue ÷ peer",
+    "sql-floor",
+    "÷ sql-floor",
+  ];
+  if (redis) header.push("bullmq-redis", "÷ bullmq-redis");
+  const rows: string[][] = [header];
+  for (const column of COLUMNS) {
+    const mine = ours.missing[column.key] ? null : ours.row[column.key];
+    const peer = best(byName, PEERS, column);
+    const floorValue = floor && !floor.missing[column.key] ? floor.row[column.key] : null;
+    const row = [
+      column.title,
+      mine === null ? "—" : number(mine, column.digits),
+      peer?.system ?? "—",
+      peer ? number(peer.value, column.digits) : "—",
+      ratioText(mine, peer?.value ?? null, column),
+      floorValue === null ? "—" : number(floorValue, column.digits),
+      ratioText(mine, floorValue, column),
+    ];
+    if (redis) {
+      const redisValue = redis.missing[column.key] ? null : redis.row[column.key];
+      row.push(
+        redisValue === null ? "—" : number(redisValue, column.digits),
+        ratioText(mine, redisValue, column),
+      );
+    }
+    rows.push(row);
+  }
+  return render(rows, [false, true, false, true, true, true, true, true, true]);
+}
+
+/** Why figures are missing, drain repeats, (e) details and each system's notes. */
+export function notesText(reports: SystemReport[]): string {
+  const lines: string[] = [];
+  for (const r of reports) {
+    const items: string[] = [`backend: ${r.backend}`];
+    const reasons = new Map<string, string[]>();
+    for (const [field, missing] of Object.entries(r.missing)) {
+      const key = `${missing.kind === "n/a" ? "n/a" : "FAILED"}: ${missing.reason}`;
+      reasons.set(key, [...(reasons.get(key) ?? []), field]);
+    }
+    for (const [reason, fields] of reasons) items.push(`${fields.join(", ")} ${reason}`);
+    if (r.drainRuns.length > 1)
+      items.push(`drain runs: ${r.drainRuns.map((v) => number(v, 0)).join(", ")} jobs/s`);
+    const c = r.claim;
+    if (c.emptyBeforeMs !== null || c.seededMedianMs !== null)
+      items.push(
+        `(e) median pickup ms: empty ${c.emptyBeforeMs ?? "—"}, with 1M finished ${c.seededMedianMs ?? "—"}, ` +
+          `empty again ${c.emptyAfterMs ?? "—"}` +
+          (c.seedSeconds !== null ? `; seed + VACUUM ANALYZE took ${c.seedSeconds} s` : ""),
+      );
+    items.push(...r.notes);
+    lines.push(`${r.row.system}:`, ...items.map((i) => `  - ${i}`));
+  }
+  return lines.join("\n");
+}
