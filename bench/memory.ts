@@ -6,6 +6,9 @@
  *   npm run build && node dist/bench/memory.js [--jobs 1000000] [--concurrency 100] [--prefetch 1000]
  *
  * Uses DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) and a throw-away schema.
+ * At every 10 % it runs `VACUUM (ANALYZE)` on the jobs table, as autovacuum would: the CI server of
+ * this project runs with autovacuum off, and without vacuum the claim index fills with dead
+ * entries that every claim must step over.
  */
 import { parseArgs } from "node:util";
 import { TaskQueue } from "../src/index.js";
@@ -53,7 +56,10 @@ try {
   await new Promise<void>((resolve) => {
     worker.on("job:completed", () => {
       done++;
-      if (done % step === 0 && done < jobs) report(`${Math.round((done / jobs) * 100)} %`, done);
+      if (done % step === 0 && done < jobs) {
+        report(`${Math.round((done / jobs) * 100)} %`, done);
+        void queue.pool.query(`VACUUM (ANALYZE) "${schema}".jobs`).catch(() => undefined);
+      }
       if (done === jobs) resolve();
     });
   });
