@@ -8,10 +8,13 @@ import { type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "../..
 import { migrate } from "../../src/db/migrate.js";
 import { createPool } from "../../src/db/pool.js";
 import { Ledger } from "../../src/queue/ledger.js";
+import { LockSession } from "../../src/queue/lock-session.js";
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 
 export interface TestDb {
+  /** Opens a worker lock session on this schema as `workerId`; closed by `drop()`. */
+  openLockSession(workerId: string): Promise<LockSession>;
   schema: string;
   pool: pg.Pool;
   ledger: Ledger;
@@ -48,7 +51,18 @@ export async function createTestDb(overrides: TaskQueueOptions = {}): Promise<Te
   pool.on("error", () => undefined);
   await migrate(pool, config);
   const ledger = new Ledger(pool, schema);
+  const sessions: LockSession[] = [];
   return {
+    async openLockSession(workerId) {
+      const session = await LockSession.open({
+        connectionString: DATABASE_URL,
+        schema,
+        workerId,
+        onLost: () => undefined,
+      });
+      sessions.push(session);
+      return session;
+    },
     schema,
     pool,
     ledger,
@@ -65,6 +79,7 @@ export async function createTestDb(overrides: TaskQueueOptions = {}): Promise<Te
       }
     },
     async drop() {
+      await Promise.all(sessions.map((session) => session.close()));
       await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
       await pool.end();
     },

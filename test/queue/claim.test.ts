@@ -4,19 +4,14 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { LockSession } from "../../src/queue/lock-session.js";
+import type { LockSession } from "../../src/queue/lock-session.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 
 let db: TestDb;
 const sessions: LockSession[] = [];
 
 async function openSession(workerId: string): Promise<LockSession> {
-  const session = await LockSession.open({
-    connectionString: db.config.databaseUrl as string,
-    schema: db.schema,
-    workerId,
-    onLost: () => undefined,
-  });
+  const session = await db.openLockSession(workerId);
   sessions.push(session);
   return session;
 }

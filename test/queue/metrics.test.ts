@@ -1,22 +1,16 @@
 /** Metrics come from counters kept by triggers (DESIGN.md §8): exact, and cheap to read. */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
-import { LockSession } from "../../src/queue/lock-session.js";
+import type { LockSession } from "../../src/queue/lock-session.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 
 let db: TestDb;
 let session: LockSession;
 before(async () => {
   db = await createTestDb();
-  session = await LockSession.open({
-    connectionString: db.config.databaseUrl as string,
-    schema: db.schema,
-    workerId: "metrics-worker",
-    onLost: () => undefined,
-  });
+  session = await db.openLockSession("metrics-worker");
 });
 after(async () => {
-  await session.close();
   await db.drop();
 });
 

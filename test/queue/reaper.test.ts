@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { LockSession } from "../../src/queue/lock-session.js";
+import type { LockSession } from "../../src/queue/lock-session.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";
@@ -15,12 +15,7 @@ const sessions: LockSession[] = [];
 const reapPolicy = () => ({ ...db.config, staleThresholdSeconds: 30 });
 
 async function openSession(workerId: string): Promise<LockSession> {
-  const session = await LockSession.open({
-    connectionString: db.config.databaseUrl as string,
-    schema: db.schema,
-    workerId,
-    onLost: () => undefined,
-  });
+  const session = await db.openLockSession(workerId);
   sessions.push(session);
   return session;
 }

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { LockSession } from "../../src/queue/lock-session.js";
+import type { LockSession } from "../../src/queue/lock-session.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";
@@ -15,15 +15,9 @@ const policy = { backoffBaseSeconds: 2, backoffMaxSeconds: 30, backoffJitter: fa
 
 before(async () => {
   db = await createTestDb();
-  session = await LockSession.open({
-    connectionString: db.config.databaseUrl as string,
-    schema: db.schema,
-    workerId: "tester",
-    onLost: () => undefined,
-  });
+  session = await db.openLockSession("tester");
 });
 after(async () => {
-  await session.close();
   await db.drop();
 });
 
