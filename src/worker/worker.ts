@@ -376,6 +376,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.doneQueue = [];
       this.failQueue = [];
       this.releaseQueue = [];
+      // Pipelining: the next claim is queued on the session right behind these writes, so the
+      // handlers of the next batch run while the database works. Jobs being written still hold
+      // their locks, so a process holds at most twice `prefetch` for the length of one write.
+      this.claimLoop();
       if (!session || session.isLost) {
         for (const item of [...done, ...failed, ...released]) this.fenced(item.id, "session lost");
         continue;
