@@ -45,7 +45,7 @@ export function testOptions(schema: string): TaskQueueOptions {
 }
 
 export async function createTestDb(overrides: TaskQueueOptions = {}): Promise<TestDb> {
-  const schema = `tq_test_${randomBytes(5).toString("hex")}`;
+  const schema = overrides.schema ?? `tq_test_${randomBytes(5).toString("hex")}`;
   const config = resolveConfig({ ...testOptions(schema), ...overrides });
   const pool = createPool({ connectionString: DATABASE_URL, max: 10 });
   pool.on("error", () => undefined);

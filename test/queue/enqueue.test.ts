@@ -78,3 +78,30 @@ describe("enqueue", () => {
     }
   });
 });
+
+describe("long schema names", () => {
+  it("two 60-character schemas sharing a 55-character prefix work side by side on one pool", async () => {
+    const { createTestDb: create } = await import("../helpers/db.js");
+    const prefix = `tq_${"long_schema_name_".repeat(3)}`.padEnd(55, "x");
+    const a = await create({ schema: `${prefix}_aaaa`, notifyChannel: "long_a" });
+    const b = await create({ schema: `${prefix}_bbbb`, notifyChannel: "long_b" });
+    try {
+      // The same pool connection prepares the statement for both schemas.
+      const client = await a.pool.connect();
+      try {
+        const { Ledger } = await import("../../src/queue/ledger.js");
+        const viaA = new Ledger(a.pool, a.schema);
+        const viaB = new Ledger(a.pool, b.schema);
+        const jobA = await viaA.addJob({ type: "noop" }, { client });
+        const jobB = await viaB.addJob({ type: "noop" }, { client });
+        assert.equal((await viaA.getJob(jobA.id))?.type, "noop");
+        assert.equal((await viaB.getJob(jobB.id))?.type, "noop");
+      } finally {
+        client.release();
+      }
+    } finally {
+      await a.drop();
+      await b.drop();
+    }
+  });
+});

@@ -1,5 +1,7 @@
+import { createHash } from "node:crypto";
+
 /**
- * A named SQL statement. `name` doubles as the prepared-statement name and includes the schema,
+ * A named SQL statement. `name` doubles as the prepared-statement name and includes a tag of the schema,
  * so one connection can serve several schemas (STYLE.md rule 2). Every value is a `$n` parameter;
  * the schema identifier is the only text spliced in, quoted once by {@link quoteIdentifier}.
  */
@@ -18,9 +20,31 @@ export function quoteLiteral(value: string): string {
   return `'${value.replaceAll("'", "''")}'`;
 }
 
-/** Builds a statement for `schema`: `$S` in `text` becomes the quoted schema identifier. */
+const schemaTags = new Map<string, string>();
+
+/**
+ * A short, stable tag of a schema name for statement names: PostgreSQL truncates identifiers, and
+ * so prepared-statement names, at 63 bytes, and two long schema names sharing a prefix would
+ * otherwise collide on one connection.
+ */
+function schemaTag(schema: string): string {
+  let tag = schemaTags.get(schema);
+  if (!tag) {
+    tag = createHash("sha256").update(schema).digest("hex").slice(0, 12);
+    schemaTags.set(schema, tag);
+  }
+  return tag;
+}
+
+/**
+ * Builds a statement for `schema`: `$S` in `text` becomes the quoted schema identifier; the name
+ * is `taskqueue_<name>_<schema tag>`, well under PostgreSQL's 63-byte limit.
+ */
 export function statement(schema: string, name: string, text: string): Statement {
-  return { name: `taskqueue_${name}/${schema}`, text: text.replaceAll("$S", quoteIdentifier(schema)) };
+  return {
+    name: `taskqueue_${name}_${schemaTag(schema)}`,
+    text: text.replaceAll("$S", quoteIdentifier(schema)),
+  };
 }
 
 /** Columns of a job row as every read returns them. */
