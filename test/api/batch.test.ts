@@ -1,33 +1,20 @@
 /** POST /jobs/batch: one statement, all or nothing, order kept. */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { FastifyInstance } from "fastify";
-import { buildApp } from "../../src/api/app.js";
+import { describe, it } from "node:test";
 import type { JobResponse } from "../../src/api/schemas.js";
-import { createTestDb, type TestDb } from "../helpers/db.js";
-import { assertProblem } from "./support.js";
+import { assertProblem, useApi } from "./support.js";
 
 describe("POST /jobs/batch", () => {
-  let db: TestDb;
-  let app: FastifyInstance;
+  const api = useApi();
 
-  before(async () => {
-    db = await createTestDb();
-    app = await buildApp({ ledger: db.ledger, config: db.config });
-  });
-
-  after(async () => {
-    await app.close();
-    await db.drop();
-  });
-
-  const countJobs = async () => (await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs"))[0]?.n;
-  const batch = (jobs: unknown) => app.inject({ method: "POST", url: "/jobs/batch", payload: { jobs } });
+  const countJobs = async () =>
+    (await api.db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs"))[0]?.n;
+  const batch = (jobs: unknown) => api.app.inject({ method: "POST", url: "/jobs/batch", payload: { jobs } });
 
   it("rejects a batch with one bad job with 422 naming jobs/1/priority, and inserts nothing", async () => {
     const res = await batch([{ type: "echo" }, { type: "echo", priority: 11 }, { type: "echo" }]);
     assertProblem(res, 422, ["jobs/1/priority"]);
-    const list = await app.inject({ method: "GET", url: "/jobs" });
+    const list = await api.app.inject({ method: "GET", url: "/jobs" });
     assert.deepEqual(list.json().jobs, []);
     assert.equal(await countJobs(), 0);
   });
@@ -44,7 +31,7 @@ describe("POST /jobs/batch", () => {
   });
 
   it("rejects a batch whose only problem the ledger finds (NUL in a payload), and inserts nothing", async () => {
-    const res = await app.inject({
+    const res = await api.app.inject({
       method: "POST",
       url: "/jobs/batch",
       headers: { "content-type": "application/json" },
@@ -57,7 +44,7 @@ describe("POST /jobs/batch", () => {
   it("rejects an empty batch, a batch over 10,000 jobs and a body without jobs with 422", async () => {
     assertProblem(await batch([]), 422, ["jobs"]);
     assertProblem(await batch(Array.from({ length: 10_001 }, () => ({ type: "echo" }))), 422, ["jobs"]);
-    assertProblem(await app.inject({ method: "POST", url: "/jobs/batch", payload: { job: [] } }), 422, [
+    assertProblem(await api.app.inject({ method: "POST", url: "/jobs/batch", payload: { job: [] } }), 422, [
       "jobs",
       "job",
     ]);
@@ -84,7 +71,7 @@ describe("POST /jobs/batch", () => {
       if (i > 0) assert.ok(job.id > (jobs[i - 1] as JobResponse).id, "ids ascend in the order given");
     });
     assert.equal(await countJobs(), 10_000);
-    const metrics = await app.inject({ method: "GET", url: "/metrics" });
+    const metrics = await api.app.inject({ method: "GET", url: "/metrics" });
     assert.equal(metrics.json().queue_depth.pending, 10_000);
   });
 });

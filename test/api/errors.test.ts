@@ -3,29 +3,17 @@
  * half-written afterwards.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { FastifyInstance } from "fastify";
-import { BODY_LIMIT_BYTES, buildApp } from "../../src/api/app.js";
-import { createTestDb, type TestDb } from "../helpers/db.js";
-import { assertProblem, JSON_HEADERS } from "./support.js";
+import { describe, it } from "node:test";
+import { BODY_LIMIT_BYTES } from "../../src/api/app.js";
+import { assertProblem, JSON_HEADERS, useApi } from "./support.js";
 
 describe("bad requests", () => {
-  let db: TestDb;
-  let app: FastifyInstance;
+  const api = useApi();
 
-  before(async () => {
-    db = await createTestDb();
-    app = await buildApp({ ledger: db.ledger, config: db.config });
-  });
-
-  after(async () => {
-    await app.close();
-    await db.drop();
-  });
-
-  const post = (payload: unknown) => app.inject({ method: "POST", url: "/jobs", payload: payload as object });
+  const post = (payload: unknown) =>
+    api.app.inject({ method: "POST", url: "/jobs", payload: payload as object });
   const postText = (text: string, headers: Record<string, string> = JSON_HEADERS) =>
-    app.inject({ method: "POST", url: "/jobs", payload: text, headers });
+    api.app.inject({ method: "POST", url: "/jobs", payload: text, headers });
 
   it('rejects priority 0, 11, 2.5 and "high" with 422 naming priority', async () => {
     for (const priority of [0, 11, 2.5, "high", null, -1, true]) {
@@ -72,7 +60,7 @@ describe("bad requests", () => {
   });
 
   it("rejects a non-numeric id with 422 naming id", async () => {
-    assertProblem(await app.inject({ method: "GET", url: "/jobs/abc" }), 422, ["id"]);
+    assertProblem(await api.app.inject({ method: "GET", url: "/jobs/abc" }), 422, ["id"]);
   });
 
   it("rejects a missing type with 422 naming type", async () => {
@@ -134,8 +122,8 @@ describe("bad requests", () => {
   });
 
   it("answers an unknown route with a 404 problem", async () => {
-    assertProblem(await app.inject({ method: "GET", url: "/no/such/route" }), 404);
-    assertProblem(await app.inject({ method: "PUT", url: "/jobs/1" }), 404);
+    assertProblem(await api.app.inject({ method: "GET", url: "/no/such/route" }), 404);
+    assertProblem(await api.app.inject({ method: "PUT", url: "/jobs/1" }), 404);
   });
 
   it("answers a payload nested too deeply to store with 422, not 500", async () => {
@@ -151,11 +139,11 @@ describe("bad requests", () => {
   });
 
   it("has written nothing after all the bad requests", async () => {
-    const [row] = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs");
+    const [row] = await api.db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs");
     assert.equal(row?.n, 0);
-    const list = await app.inject({ method: "GET", url: "/jobs" });
+    const list = await api.app.inject({ method: "GET", url: "/jobs" });
     assert.deepEqual(list.json().jobs, []);
-    const metrics = await app.inject({ method: "GET", url: "/metrics" });
+    const metrics = await api.app.inject({ method: "GET", url: "/metrics" });
     assert.equal(metrics.json().queue_depth.pending, 0);
   });
 });

@@ -1,14 +1,13 @@
 /** Probes, OpenAPI docs, and server faults (500/503 problems that leak nothing). */
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
-import { after, before, describe, it } from "node:test";
-import type { FastifyInstance } from "fastify";
+import { describe, it } from "node:test";
 import { pino } from "pino";
 import { buildApp } from "../../src/api/app.js";
 import { createPool } from "../../src/db/pool.js";
 import { Ledger } from "../../src/queue/ledger.js";
-import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
-import { assertProblem } from "./support.js";
+import { DATABASE_URL } from "../helpers/db.js";
+import { assertProblem, useApi } from "./support.js";
 
 interface OpenApiDocument {
   openapi: string;
@@ -22,33 +21,25 @@ interface OpenApiDocument {
 }
 
 describe("health, readiness and docs", () => {
-  let db: TestDb;
-  let app: FastifyInstance;
-
-  before(async () => {
-    db = await createTestDb();
-    app = await buildApp({ ledger: db.ledger, config: db.config });
-  });
-
-  after(async () => {
-    await app.close();
-    await db.drop();
-  });
+  const api = useApi();
 
   it("answers GET /health with 200 {status: ok}", async () => {
-    const res = await app.inject({ method: "GET", url: "/health" });
+    const res = await api.app.inject({ method: "GET", url: "/health" });
     assert.equal(res.statusCode, 200);
     assert.deepEqual(res.json(), { status: "ok" });
   });
 
   it("answers GET /ready with 200 {status: ready} when the database answers", async () => {
-    const res = await app.inject({ method: "GET", url: "/ready" });
+    const res = await api.app.inject({ method: "GET", url: "/ready" });
     assert.equal(res.statusCode, 200);
     assert.deepEqual(res.json(), { status: "ready" });
   });
 
   it("answers GET /ready with a 503 problem when the schema is missing, while /health stays 200", async () => {
-    const broken = await buildApp({ ledger: new Ledger(db.pool, "tq_test_not_migrated"), config: db.config });
+    const broken = await buildApp({
+      ledger: new Ledger(api.db.pool, "tq_test_not_migrated"),
+      config: api.db.config,
+    });
     try {
       assertProblem(await broken.inject({ method: "GET", url: "/ready" }), 503);
       assert.equal((await broken.inject({ method: "GET", url: "/health" })).statusCode, 200);
@@ -58,14 +49,14 @@ describe("health, readiness and docs", () => {
   });
 
   it("serves the Swagger UI at /docs", async () => {
-    const res = await app.inject({ method: "GET", url: "/docs" });
+    const res = await api.app.inject({ method: "GET", url: "/docs" });
     assert.equal(res.statusCode, 200);
     assert.match(String(res.headers["content-type"]), /^text\/html/);
     assert.match(res.body, /swagger-ui/i);
   });
 
   it("serves an OpenAPI document at /docs/json listing every route with a summary and responses", async () => {
-    const res = await app.inject({ method: "GET", url: "/docs/json" });
+    const res = await api.app.inject({ method: "GET", url: "/docs/json" });
     assert.equal(res.statusCode, 200);
     const doc = res.json<OpenApiDocument>();
     assert.match(doc.openapi, /^3\./);
@@ -121,8 +112,8 @@ describe("health, readiness and docs", () => {
     const pool = createPool({ connectionString: DATABASE_URL, max: 1 });
     await pool.end();
     const faulty = await buildApp({
-      ledger: new Ledger(pool, db.schema),
-      config: db.config,
+      ledger: new Ledger(pool, api.db.schema),
+      config: api.db.config,
       logger: pino(sink),
     });
     try {

@@ -1,11 +1,8 @@
 /** /jobs routes: enqueue, get, list, cancel, against a real PostgreSQL schema. */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { FastifyInstance } from "fastify";
-import { buildApp } from "../../src/api/app.js";
+import { describe, it } from "node:test";
 import type { JobResponse } from "../../src/api/schemas.js";
-import { createTestDb, type TestDb } from "../helpers/db.js";
-import { assertProblem } from "./support.js";
+import { assertProblem, useApi } from "./support.js";
 
 interface JobList {
   jobs: JobResponse[];
@@ -14,33 +11,22 @@ interface JobList {
 }
 
 describe("/jobs", () => {
-  let db: TestDb;
-  let app: FastifyInstance;
-
-  before(async () => {
-    db = await createTestDb();
-    app = await buildApp({ ledger: db.ledger, config: db.config });
-  });
-
-  after(async () => {
-    await app.close();
-    await db.drop();
-  });
+  const api = useApi();
 
   async function enqueue(body: Record<string, unknown>): Promise<JobResponse> {
-    const res = await app.inject({ method: "POST", url: "/jobs", payload: body });
+    const res = await api.app.inject({ method: "POST", url: "/jobs", payload: body });
     assert.equal(res.statusCode, 201, res.body);
     return res.json<JobResponse>();
   }
 
   it("lists nothing when no job exists", async () => {
-    const res = await app.inject({ method: "GET", url: "/jobs" });
+    const res = await api.app.inject({ method: "GET", url: "/jobs" });
     assert.equal(res.statusCode, 200);
     assert.deepEqual(res.json(), { jobs: [], limit: 50, offset: 0 });
   });
 
   it("enqueues a minimal body with the defaults (priority 5, max_retries 3, pending)", async () => {
-    const res = await app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } });
+    const res = await api.app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } });
     assert.equal(res.statusCode, 201);
     assert.match(String(res.headers["content-type"]), /^application\/json/);
     const job = res.json<JobResponse>();
@@ -65,7 +51,7 @@ describe("/jobs", () => {
     }
     assert.ok(!Number.isNaN(Date.parse(job.created_at)));
     assert.ok(Math.abs(Date.parse(job.run_at) - Date.parse(job.created_at)) < 1000, "run_at defaults to now");
-    const [row] = await db.sql<{ status: string; priority: number }>(
+    const [row] = await api.db.sql<{ status: string; priority: number }>(
       "SELECT status, priority FROM jobs WHERE id = $1",
       [job.id],
     );
@@ -115,26 +101,26 @@ describe("/jobs", () => {
 
   it("gets a job that exists", async () => {
     const created = await enqueue({ type: "echo", payload: { hello: "world" } });
-    const res = await app.inject({ method: "GET", url: `/jobs/${created.id}` });
+    const res = await api.app.inject({ method: "GET", url: `/jobs/${created.id}` });
     assert.equal(res.statusCode, 200);
     assert.deepEqual(res.json(), created);
   });
 
   it("answers 404 problem for a job that does not exist", async () => {
-    const res = await app.inject({ method: "GET", url: "/jobs/987654321" });
+    const res = await api.app.inject({ method: "GET", url: "/jobs/987654321" });
     const problem = assertProblem(res, 404);
     assert.match(problem.detail ?? "", /987654321/);
   });
 
   it("shows the attempt history, result and error of a job", async () => {
     const created = await enqueue({ type: "flaky" });
-    await db.sql(
+    await api.db.sql(
       `UPDATE jobs SET status = 'done', attempt = 1, error = 'boom', result = '{"ok":true}',
          errors = '[{"attempt":0,"error":"boom","worker_id":"w1","failed_at":"2030-01-01T00:00:00Z"}]',
          started_at = now(), completed_at = now(), worker_id = 'w1' WHERE id = $1`,
       [created.id],
     );
-    const job = (await app.inject({ method: "GET", url: `/jobs/${created.id}` })).json<JobResponse>();
+    const job = (await api.app.inject({ method: "GET", url: `/jobs/${created.id}` })).json<JobResponse>();
     assert.equal(job.status, "done");
     assert.equal(job.attempt, 1);
     assert.equal(job.error, "boom");
@@ -149,24 +135,25 @@ describe("/jobs", () => {
   it("filters the list by status", async () => {
     const a = await enqueue({ type: "status-filter" });
     const b = await enqueue({ type: "status-filter" });
-    await db.sql("UPDATE jobs SET status = 'running', worker_id = 'w', heartbeat_at = now() WHERE id = $1", [
-      b.id,
-    ]);
+    await api.db.sql(
+      "UPDATE jobs SET status = 'running', worker_id = 'w', heartbeat_at = now() WHERE id = $1",
+      [b.id],
+    );
     const running = (
-      await app.inject({ method: "GET", url: "/jobs?status=running&type=status-filter" })
+      await api.app.inject({ method: "GET", url: "/jobs?status=running&type=status-filter" })
     ).json<JobList>();
     assert.deepEqual(
       running.jobs.map((j) => j.id),
       [b.id],
     );
     const pending = (
-      await app.inject({ method: "GET", url: "/jobs?status=pending&type=status-filter" })
+      await api.app.inject({ method: "GET", url: "/jobs?status=pending&type=status-filter" })
     ).json<JobList>();
     assert.deepEqual(
       pending.jobs.map((j) => j.id),
       [a.id],
     );
-    const all = (await app.inject({ method: "GET", url: "/jobs?status=running" })).json<JobList>();
+    const all = (await api.app.inject({ method: "GET", url: "/jobs?status=running" })).json<JobList>();
     assert.ok(all.jobs.every((j) => j.status === "running"));
   });
 
@@ -175,7 +162,7 @@ describe("/jobs", () => {
     for (let i = 0; i < 7; i++) ids.push((await enqueue({ type: "page", payload: { i } })).id);
     const newestFirst = [...ids].reverse();
     const page = async (query: string) => {
-      const res = await app.inject({ method: "GET", url: `/jobs?type=page&${query}` });
+      const res = await api.app.inject({ method: "GET", url: `/jobs?type=page&${query}` });
       assert.equal(res.statusCode, 200, res.body);
       return res.json<JobList>();
     };
@@ -203,9 +190,9 @@ describe("/jobs", () => {
 
   it("filters the list by created_after", async () => {
     const old = await enqueue({ type: "created-after" });
-    await db.sql("UPDATE jobs SET created_at = '2020-01-01T00:00:00Z' WHERE id = $1", [old.id]);
+    await api.db.sql("UPDATE jobs SET created_at = '2020-01-01T00:00:00Z' WHERE id = $1", [old.id]);
     const recent = await enqueue({ type: "created-after" });
-    const res = await app.inject({
+    const res = await api.app.inject({
       method: "GET",
       url: `/jobs?type=created-after&created_after=${encodeURIComponent("2021-01-01T00:00:00+00:00")}`,
     });
@@ -217,49 +204,53 @@ describe("/jobs", () => {
   });
 
   it("answers 422 naming status for an unknown status filter", async () => {
-    assertProblem(await app.inject({ method: "GET", url: "/jobs?status=finished" }), 422, ["status"]);
+    assertProblem(await api.app.inject({ method: "GET", url: "/jobs?status=finished" }), 422, ["status"]);
   });
 
   it("answers 422 naming each bad list parameter (limit, offset, created_after, unknown)", async () => {
-    assertProblem(await app.inject({ method: "GET", url: "/jobs?limit=0" }), 422, ["limit"]);
-    assertProblem(await app.inject({ method: "GET", url: "/jobs?limit=1001" }), 422, ["limit"]);
-    assertProblem(await app.inject({ method: "GET", url: "/jobs?limit=2.5" }), 422, ["limit"]);
-    assertProblem(await app.inject({ method: "GET", url: "/jobs?offset=-1" }), 422, ["offset"]);
-    assertProblem(await app.inject({ method: "GET", url: "/jobs?created_after=2030-01-01T00:00:00" }), 422, [
-      "created_after",
-    ]);
-    assertProblem(await app.inject({ method: "GET", url: "/jobs?stauts=pending" }), 422, ["stauts"]);
+    assertProblem(await api.app.inject({ method: "GET", url: "/jobs?limit=0" }), 422, ["limit"]);
+    assertProblem(await api.app.inject({ method: "GET", url: "/jobs?limit=1001" }), 422, ["limit"]);
+    assertProblem(await api.app.inject({ method: "GET", url: "/jobs?limit=2.5" }), 422, ["limit"]);
+    assertProblem(await api.app.inject({ method: "GET", url: "/jobs?offset=-1" }), 422, ["offset"]);
+    assertProblem(
+      await api.app.inject({ method: "GET", url: "/jobs?created_after=2030-01-01T00:00:00" }),
+      422,
+      ["created_after"],
+    );
+    assertProblem(await api.app.inject({ method: "GET", url: "/jobs?stauts=pending" }), 422, ["stauts"]);
   });
 
   it("cancels a pending job: 200 with status cancelled", async () => {
     const job = await enqueue({ type: "cancel-me" });
-    const res = await app.inject({ method: "DELETE", url: `/jobs/${job.id}` });
+    const res = await api.app.inject({ method: "DELETE", url: `/jobs/${job.id}` });
     assert.equal(res.statusCode, 200, res.body);
     const cancelled = res.json<JobResponse>();
     assert.equal(cancelled.id, job.id);
     assert.equal(cancelled.status, "cancelled");
-    const [row] = await db.sql<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [job.id]);
+    const [row] = await api.db.sql<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [job.id]);
     assert.equal(row?.status, "cancelled");
-    assertProblem(await app.inject({ method: "DELETE", url: `/jobs/${job.id}` }), 409);
+    assertProblem(await api.app.inject({ method: "DELETE", url: `/jobs/${job.id}` }), 409);
   });
 
   it("refuses to cancel a running job: 409 and the job keeps running", async () => {
     const job = await enqueue({ type: "busy" });
-    await db.sql("UPDATE jobs SET status='running', worker_id='w', heartbeat_at=now() WHERE id=$1", [job.id]);
-    const problem = assertProblem(await app.inject({ method: "DELETE", url: `/jobs/${job.id}` }), 409);
+    await api.db.sql("UPDATE jobs SET status='running', worker_id='w', heartbeat_at=now() WHERE id=$1", [
+      job.id,
+    ]);
+    const problem = assertProblem(await api.app.inject({ method: "DELETE", url: `/jobs/${job.id}` }), 409);
     assert.match(problem.detail ?? "", /running/);
-    const [row] = await db.sql<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [job.id]);
+    const [row] = await api.db.sql<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [job.id]);
     assert.equal(row?.status, "running");
   });
 
   it("answers 404 when cancelling a job that does not exist", async () => {
-    assertProblem(await app.inject({ method: "DELETE", url: "/jobs/987654321" }), 404);
+    assertProblem(await api.app.inject({ method: "DELETE", url: "/jobs/987654321" }), 404);
   });
 
   it("answers 422 naming id for a non-numeric id on GET and DELETE", async () => {
     for (const method of ["GET", "DELETE"] as const) {
       for (const id of ["abc", "1.5", "0", "-3", "1e3", "9007199254740992"]) {
-        assertProblem(await app.inject({ method, url: `/jobs/${id}` }), 422, ["id"]);
+        assertProblem(await api.app.inject({ method, url: `/jobs/${id}` }), 422, ["id"]);
       }
     }
   });

@@ -1,10 +1,9 @@
 /** GET /metrics and GET /metrics/prometheus, read from the database. */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import type { FastifyInstance } from "fastify";
+import { describe, it } from "node:test";
 import { buildApp } from "../../src/api/app.js";
 import type { JobResponse, MetricsResponse } from "../../src/api/schemas.js";
-import { createTestDb, type TestDb } from "../helpers/db.js";
+import { useApi } from "./support.js";
 
 /** Value of one sample line of a Prometheus text body, e.g. `taskqueue_queue_depth{status="pending"}`. */
 function sample(text: string, series: string): number {
@@ -14,26 +13,15 @@ function sample(text: string, series: string): number {
 }
 
 describe("metrics", () => {
-  let db: TestDb;
-  let app: FastifyInstance;
-
-  before(async () => {
-    db = await createTestDb();
-    app = await buildApp({ ledger: db.ledger, config: db.config });
-  });
-
-  after(async () => {
-    await app.close();
-    await db.drop();
-  });
+  const api = useApi();
 
   const metrics = async () => {
-    const res = await app.inject({ method: "GET", url: "/metrics" });
+    const res = await api.app.inject({ method: "GET", url: "/metrics" });
     assert.equal(res.statusCode, 200, res.body);
     return res.json<MetricsResponse>();
   };
   const prometheus = async () => {
-    const res = await app.inject({ method: "GET", url: "/metrics/prometheus" });
+    const res = await api.app.inject({ method: "GET", url: "/metrics/prometheus" });
     assert.equal(res.statusCode, 200, res.body);
     assert.match(String(res.headers["content-type"]), /^text\/plain; version=0\.0\.4/);
     return res.body;
@@ -64,15 +52,15 @@ describe("metrics", () => {
   });
 
   it("counts queue depth by status after enqueuing", async () => {
-    const res = await app.inject({
+    const res = await api.app.inject({
       method: "POST",
       url: "/jobs/batch",
       payload: { jobs: Array.from({ length: 5 }, () => ({ type: "echo" })) },
     });
     assert.equal(res.statusCode, 201);
     const [first, second] = res.json<{ jobs: JobResponse[] }>().jobs as [JobResponse, JobResponse];
-    assert.equal((await app.inject({ method: "DELETE", url: `/jobs/${first.id}` })).statusCode, 200);
-    await db.sql(
+    assert.equal((await api.app.inject({ method: "DELETE", url: `/jobs/${first.id}` })).statusCode, 200);
+    await api.db.sql(
       "UPDATE jobs SET status='running', worker_id='w', heartbeat_at=now(), started_at=now() WHERE id=$1",
       [second.id],
     );
@@ -82,13 +70,13 @@ describe("metrics", () => {
 
   it("reports throughput and execution time of finished jobs", async () => {
     const job = (
-      await app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } })
+      await api.app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } })
     ).json<JobResponse>();
-    await db.sql(
+    await api.db.sql(
       "UPDATE jobs SET status='running', worker_id='w', heartbeat_at=now(), started_at=now() WHERE id=$1",
       [job.id],
     );
-    await db.sql(
+    await api.db.sql(
       "UPDATE jobs SET status='done', started_at=now() - interval '2 seconds', completed_at=now(), result='null' WHERE id=$1",
       [job.id],
     );
@@ -132,14 +120,14 @@ describe("metrics", () => {
   it("reflects new jobs at the next scrape", async () => {
     const before = sample(await prometheus(), 'taskqueue_queue_depth{status="pending"}');
     assert.equal(
-      (await app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } })).statusCode,
+      (await api.app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } })).statusCode,
       201,
     );
     assert.equal(sample(await prometheus(), 'taskqueue_queue_depth{status="pending"}'), before + 1);
   });
 
   it("keeps each app's registry separate", async () => {
-    const other = await buildApp({ ledger: db.ledger, config: db.config });
+    const other = await buildApp({ ledger: api.db.ledger, config: api.db.config });
     try {
       const [a, b] = await Promise.all([
         prometheus(),

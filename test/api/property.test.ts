@@ -4,13 +4,10 @@
  * and the database holds exactly the jobs that were answered 201 (nothing half-written).
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import fc from "fast-check";
-import type { FastifyInstance } from "fastify";
-import { buildApp } from "../../src/api/app.js";
 import type { JobResponse } from "../../src/api/schemas.js";
-import { createTestDb, type TestDb } from "../helpers/db.js";
-import type { ProblemBody } from "./support.js";
+import { type ProblemBody, useApi } from "./support.js";
 
 /** Any UTF-16 code unit, NUL and unpaired surrogates included. */
 const codeUnit = fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c));
@@ -113,25 +110,14 @@ const request = fc.oneof(
 );
 
 describe("property: random bodies", () => {
-  let db: TestDb;
-  let app: FastifyInstance;
-
-  before(async () => {
-    db = await createTestDb();
-    app = await buildApp({ ledger: db.ledger, config: db.config });
-  });
-
-  after(async () => {
-    await app.close();
-    await db.drop();
-  });
+  const api = useApi();
 
   it("never answers 5xx, always answers 4xx as problem+json, and writes only what it answers 201", async () => {
     const created = new Set<number>();
     const statuses = new Map<number, number>();
     await fc.assert(
       fc.asyncProperty(request, async ({ url, text }) => {
-        const res = await app.inject({
+        const res = await api.app.inject({
           method: "POST",
           url,
           payload: text,
@@ -161,7 +147,7 @@ describe("property: random bodies", () => {
       }),
       { numRuns: 400 },
     );
-    const rows = await db.sql<{ id: number }>("SELECT id FROM jobs ORDER BY id");
+    const rows = await api.db.sql<{ id: number }>("SELECT id FROM jobs ORDER BY id");
     assert.deepEqual(
       rows.map((r) => r.id),
       [...created].sort((a, b) => a - b),

@@ -1,6 +1,9 @@
 /** Shared assertions of the API tests. */
 import assert from "node:assert/strict";
-import type { LightMyRequestResponse } from "fastify";
+import { after, before } from "node:test";
+import type { FastifyInstance, LightMyRequestResponse } from "fastify";
+import { buildApp } from "../../src/api/app.js";
+import { createTestDb, type TestDb } from "../helpers/db.js";
 
 /** An RFC 9457 body as the API sends it. */
 export interface ProblemBody {
@@ -46,3 +49,20 @@ export function assertProblem(res: LightMyRequestResponse, status: number, field
 
 /** Headers of a JSON request. */
 export const JSON_HEADERS = { "content-type": "application/json" } as const;
+
+/**
+ * Gives the enclosing suite its own schema and app: registers `before`/`after` hooks and returns
+ * an object whose `db` and `app` are set once the suite starts (read them inside tests).
+ */
+export function useApi(): { db: TestDb; app: FastifyInstance } {
+  const api = {} as { db: TestDb; app: FastifyInstance };
+  before(async () => {
+    api.db = await createTestDb();
+    api.app = await buildApp({ ledger: api.db.ledger, config: api.db.config });
+  });
+  after(async () => {
+    await api.app.close();
+    await api.db.drop();
+  });
+  return api;
+}
