@@ -15,6 +15,8 @@ export const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127
 export interface TestDb {
   /** Opens a worker lock session on this schema as `workerId`; closed by `drop()`. */
   openLockSession(workerId: string): Promise<LockSession>;
+  /** Closes every lock session opened so far (their advisory locks go with them). */
+  closeLockSessions(): Promise<void>;
   schema: string;
   pool: pg.Pool;
   ledger: Ledger;
@@ -62,6 +64,9 @@ export async function createTestDb(overrides: TaskQueueOptions = {}): Promise<Te
       });
       sessions.push(session);
       return session;
+    },
+    async closeLockSessions() {
+      await Promise.all(sessions.splice(0).map((session) => session.close()));
     },
     schema,
     pool,

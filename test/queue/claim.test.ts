@@ -4,27 +4,18 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import type { LockSession } from "../../src/queue/lock-session.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 
 let db: TestDb;
-const sessions: LockSession[] = [];
-
-async function openSession(workerId: string): Promise<LockSession> {
-  const session = await db.openLockSession(workerId);
-  sessions.push(session);
-  return session;
-}
 
 before(async () => {
   db = await createTestDb();
 });
 after(async () => {
-  await Promise.all(sessions.map((s) => s.close()));
   await db.drop();
 });
 beforeEach(async () => {
-  await Promise.all(sessions.splice(0).map((s) => s.close()));
+  await db.closeLockSessions();
   await db.sql("DELETE FROM jobs");
 });
 
@@ -33,7 +24,7 @@ describe("claim order", () => {
     const low = await db.ledger.addJob({ type: "noop", priority: 1 });
     const high = await db.ledger.addJob({ type: "noop", priority: 10 });
     const mid = await db.ledger.addJob({ type: "noop", priority: 5 });
-    const session = await openSession("w1");
+    const session = await db.openLockSession("w1");
     const claimed = await session.claim(["noop"], 10);
     assert.deepEqual(
       claimed.map((j) => j.id),
@@ -44,7 +35,7 @@ describe("claim order", () => {
   it("a single-job claim returns the most urgent job", async () => {
     await db.ledger.addJob({ type: "noop", priority: 3 });
     const urgent = await db.ledger.addJob({ type: "noop", priority: 9 });
-    const session = await openSession("w1");
+    const session = await db.openLockSession("w1");
     const [claimed] = await session.claim(["noop"], 1);
     assert.equal(claimed?.id, urgent.id);
   });
@@ -59,7 +50,7 @@ describe("claim order", () => {
     await db.sql("UPDATE jobs SET run_at = now() - interval '30 seconds' WHERE id = ANY($1)", [
       [sameTimeA.id, sameTimeB.id],
     ]);
-    const session = await openSession("w1");
+    const session = await db.openLockSession("w1");
     const claimed = await session.claim(["noop"], 10);
     assert.deepEqual(
       claimed.map((j) => j.id),
@@ -69,7 +60,7 @@ describe("claim order", () => {
 
   it("never claims a job whose run_at is in the future", async () => {
     const future = await db.ledger.addJob({ type: "noop", runAt: new Date(Date.now() + 60_000) });
-    const session = await openSession("w1");
+    const session = await db.openLockSession("w1");
     assert.deepEqual(await session.claim(["noop"], 10), []);
     const [row] = await db.sql<{ status: string }>("SELECT status FROM jobs WHERE id = $1", [future.id]);
     assert.equal(row?.status, "pending");
@@ -83,7 +74,7 @@ describe("claim order", () => {
   it("claims only the types asked for; other types stay pending", async () => {
     const mine = await db.ledger.addJob({ type: "echo" });
     const other = await db.ledger.addJob({ type: "unhandled_type" });
-    const session = await openSession("w1");
+    const session = await db.openLockSession("w1");
     const claimed = await session.claim(["echo", "noop"], 10);
     assert.deepEqual(
       claimed.map((j) => j.id),
@@ -96,7 +87,7 @@ describe("claim order", () => {
 describe("exactly-once claiming", () => {
   it("one job claimed by many concurrent sessions goes to exactly one", async () => {
     const job = await db.ledger.addJob({ type: "noop" });
-    const racers = await Promise.all(Array.from({ length: 8 }, (_, i) => openSession(`w${i}`)));
+    const racers = await Promise.all(Array.from({ length: 8 }, (_, i) => db.openLockSession(`w${i}`)));
     const results = await Promise.all(racers.map((s) => s.claim(["noop"], 1)));
     const winners = results.filter((r) => r.length === 1);
     assert.equal(winners.length, 1);
@@ -105,7 +96,7 @@ describe("exactly-once claiming", () => {
 
   it("many jobs claimed concurrently: every job exactly once", async () => {
     const jobs = await db.ledger.addJobs(Array.from({ length: 500 }, () => ({ type: "noop" })));
-    const racers = await Promise.all(Array.from({ length: 6 }, (_, i) => openSession(`w${i}`)));
+    const racers = await Promise.all(Array.from({ length: 6 }, (_, i) => db.openLockSession(`w${i}`)));
     const claimedIds: number[] = [];
     await Promise.all(
       racers.map(async (session) => {
@@ -124,8 +115,8 @@ describe("exactly-once claiming", () => {
 
   it("the advisory lock stops a second claim of a job reset to pending while its owner runs it", async () => {
     const job = await db.ledger.addJob({ type: "noop" });
-    const owner = await openSession("owner");
-    const thief = await openSession("thief");
+    const owner = await db.openLockSession("owner");
+    const thief = await db.openLockSession("thief");
     assert.equal((await owner.claim(["noop"], 1))[0]?.id, job.id);
     // An over-eager reset puts the row back to pending while the owner still holds the lock.
     await db.sql("UPDATE jobs SET status = 'pending', worker_id = NULL, heartbeat_at = NULL WHERE id = $1", [
@@ -144,7 +135,7 @@ describe("exactly-once claiming", () => {
 
   it("a claim holds one advisory lock per claimed job on the claiming session", async () => {
     await db.ledger.addJobs(Array.from({ length: 5 }, () => ({ type: "noop" })));
-    const session = await openSession("w1");
+    const session = await db.openLockSession("w1");
     const claimed = await session.claim(["noop"], 3);
     const pid = await session.backendPid();
     const held = await db.ledger.heldJobLocks();

@@ -5,20 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import type { LockSession } from "../../src/queue/lock-session.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";
 
 let db: TestDb;
-const sessions: LockSession[] = [];
 const reapPolicy = () => ({ ...db.config, staleThresholdSeconds: 30 });
-
-async function openSession(workerId: string): Promise<LockSession> {
-  const session = await db.openLockSession(workerId);
-  sessions.push(session);
-  return session;
-}
 
 /** A job held by `worker_id` with a heartbeat `ageSeconds` old and no advisory lock (its worker died). */
 async function orphanedJob(status: "claimed" | "running", ageSeconds: number, maxRetries = 3) {
@@ -36,11 +28,10 @@ before(async () => {
   db = await createTestDb();
 });
 after(async () => {
-  await Promise.all(sessions.map((s) => s.close()));
   await db.drop();
 });
 beforeEach(async () => {
-  await Promise.all(sessions.splice(0).map((s) => s.close()));
+  await db.closeLockSessions();
   await db.sql("DELETE FROM jobs");
 });
 
@@ -106,7 +97,7 @@ describe("stale reaper", () => {
 
   it("never hands out a stale job whose owner still holds the advisory lock", async () => {
     const job = await db.ledger.addJob({ type: "noop" });
-    const owner = await openSession("slow-owner");
+    const owner = await db.openLockSession("slow-owner");
     const [claimed] = await owner.claim(["noop"], 1);
     assert.equal(claimed?.id, job.id);
     // The owner missed its heartbeats (a long GC pause), but its session is alive.
@@ -115,7 +106,7 @@ describe("stale reaper", () => {
     const after = await db.ledger.getJob(job.id);
     assert.equal(after?.status, "claimed");
     assert.equal(after?.workerId, "slow-owner");
-    const other = await openSession("other");
+    const other = await db.openLockSession("other");
     assert.deepEqual(await other.claim(["noop"], 1), []);
     // The owner finishes normally.
     const [outcome] = await owner.complete([{ id: job.id, attempt: 0, resultJson: "1", runMs: 5 }]);
@@ -125,7 +116,7 @@ describe("stale reaper", () => {
 
   it("a late completion from a worker that lost its claim changes nothing", async () => {
     const job = await db.ledger.addJob({ type: "noop" });
-    const first = await openSession("first");
+    const first = await db.openLockSession("first");
     const [claimed] = await first.claim(["noop"], 1);
     assert.equal(claimed?.id, job.id);
     // The first worker's session dies (locks released by PostgreSQL) but its process lives on.
@@ -138,12 +129,12 @@ describe("stale reaper", () => {
       [job.id],
     );
     await db.sql("UPDATE jobs SET run_at = now() WHERE id = $1", [job.id]);
-    const second = await openSession("second");
+    const second = await db.openLockSession("second");
     const [again] = await second.claim(["noop"], 1);
     assert.equal(again?.attempt, 1);
     await second.complete([{ id: job.id, attempt: 1, resultJson: '"second"', runMs: 1 }]);
     // The first worker hands in its result late, on a fresh connection, with its old claim.
-    const late = await openSession("first");
+    const late = await db.openLockSession("first");
     const [outcome] = await late.complete([{ id: job.id, attempt: 0, resultJson: '"first"', runMs: 1 }]);
     assert.equal(outcome?.applied, false);
     const final = await db.ledger.getJob(job.id);
