@@ -55,10 +55,15 @@ export interface MigrateResult {
  */
 export async function migrate(
   pool: pg.Pool,
-  options: { schema: string; notifyChannel: string },
+  options: {
+    schema: string;
+    notifyChannel: string;
+    /** Stop after this version (default: the latest). For upgrade tests and staged rollouts. */
+    toVersion?: number;
+  },
 ): Promise<MigrateResult> {
-  const { schema, notifyChannel } = options;
-  const migrations = loadMigrations();
+  const { schema, notifyChannel, toVersion = Number.POSITIVE_INFINITY } = options;
+  const migrations = loadMigrations().filter((m) => m.version <= toVersion);
   return withTransaction(pool, async (client) => {
     await client.query({ ...migrationLock(schema), values: [lockClassFor(schema)] });
     await client.query(createMigrationsTable(schema).text);

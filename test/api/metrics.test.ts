@@ -60,10 +60,10 @@ describe("metrics", () => {
     assert.equal(res.statusCode, 201);
     const [first, second] = res.json<{ jobs: JobResponse[] }>().jobs as [JobResponse, JobResponse];
     assert.equal((await api.app.inject({ method: "DELETE", url: `/jobs/${first.id}` })).statusCode, 200);
-    await api.db.sql(
-      "UPDATE jobs SET status='running', worker_id='w', heartbeat_at=now(), started_at=now() WHERE id=$1",
-      [second.id],
-    );
+    const worker = await api.db.openLockSession("metrics-worker");
+    const [claimed] = await worker.claim(["echo"], 1);
+    assert.equal(claimed?.id, second.id);
+    await worker.markRunning([{ id: second.id, attempt: 0 }]);
     const m = await metrics();
     assert.deepEqual(m.queue_depth, { pending: 3, claimed: 0, running: 1, done: 0, dead: 0, cancelled: 1 });
   });
@@ -72,14 +72,12 @@ describe("metrics", () => {
     const job = (
       await api.app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } })
     ).json<JobResponse>();
-    await api.db.sql(
-      "UPDATE jobs SET status='running', worker_id='w', heartbeat_at=now(), started_at=now() WHERE id=$1",
-      [job.id],
-    );
-    await api.db.sql(
-      "UPDATE jobs SET status='done', started_at=now() - interval '2 seconds', completed_at=now(), result='null' WHERE id=$1",
-      [job.id],
-    );
+    const worker = await api.db.openLockSession("metrics-worker-2");
+    const claimed = await worker.claim(["echo"], 10);
+    assert.ok(claimed.some((c) => c.id === job.id));
+    // Completed without a markRunning: the run time reported by the worker sets started_at.
+    await worker.complete([{ id: job.id, attempt: 0, resultJson: "null", runMs: 2000 }]);
+    await worker.release(claimed.filter((c) => c.id !== job.id));
     const m = await metrics();
     assert.equal(m.queue_depth.done, 1);
     assert.ok(m.jobs_per_second > 0);

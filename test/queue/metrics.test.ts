@@ -51,3 +51,49 @@ it("depth, rates, error rate and execution time match what happened", async () =
   await db.sql("DELETE FROM jobs WHERE status = 'done'");
   assert.equal((await db.ledger.metrics(30)).depth.done, 0);
 });
+
+it("the counters agree with a full count after every kind of state change", async () => {
+  const fresh = await createTestDb();
+  try {
+    const worker = await fresh.openLockSession("counting-worker");
+    const counted = async (step: string) => {
+      const rows = await fresh.sql<{ status: string; n: number }>(
+        "SELECT status, count(*)::int AS n FROM jobs GROUP BY status",
+      );
+      const actual = { pending: 0, claimed: 0, running: 0, done: 0, dead: 0, cancelled: 0 };
+      for (const { status, n } of rows) actual[status as keyof typeof actual] = n;
+      assert.deepEqual((await fresh.ledger.metrics(30)).depth, actual, `after ${step}`);
+    };
+    const policy = { backoffBaseSeconds: 0, backoffMaxSeconds: 0, backoffJitter: false };
+    await fresh.ledger.addJobs(Array.from({ length: 12 }, () => ({ type: "c", maxRetries: 1 })));
+    await counted("enqueue");
+    const [a, b, c, d, e, f, g] = await worker.claim(["c"], 7);
+    if (!a || !b || !c || !d || !e || !f || !g) throw new Error("expected seven claimed jobs");
+    await counted("claim");
+    await worker.markRunning([a, b, c, d]);
+    await counted("mark running");
+    await worker.complete([{ id: a.id, attempt: 0, resultJson: "1", runMs: 1 }]);
+    await counted("complete");
+    await worker.fail([{ id: b.id, attempt: 0, error: "retry", runMs: 1 }], policy);
+    await counted("fail with a retry left");
+    const [again] = await worker.claim(["c"], 1);
+    if (!again) throw new Error("expected the retried job");
+    await worker.fail([{ id: again.id, attempt: again.attempt, error: "dies", runMs: 1 }], policy);
+    await counted("fail with no retry left (dead-lettered)");
+    await worker.release([{ id: c.id, attempt: 0 }]);
+    await counted("release");
+    await fresh.ledger.cancelJob((await fresh.ledger.addJob({ type: "c" })).id);
+    await counted("cancel");
+    // d, e, f, g lose their worker: its session ends (locks gone) and the heartbeat is old.
+    await fresh.closeLockSessions();
+    await fresh.sql("UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = ANY($1)", [
+      [d.id, e.id, f.id, g.id],
+    ]);
+    assert.equal((await fresh.ledger.reapStale({ ...policy, staleThresholdSeconds: 60 })).length, 4);
+    await counted("reap");
+    await fresh.sql("DELETE FROM jobs WHERE status = 'dead'");
+    await counted("delete");
+  } finally {
+    await fresh.drop();
+  }
+});

@@ -1,3 +1,4 @@
+import { countStatuses } from "./accounting.js";
 import { lockKey, type Statement, statement } from "./statement.js";
 
 /**
@@ -7,7 +8,7 @@ import { lockKey, type Statement, statement } from "./statement.js";
  * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
  * applied before any lock is tried. The update finds its rows through `id = ANY(ARRAY(...))`, an
  * index scan of the primary key: a join with the CTE lets the planner pick a sequential scan of
- * the whole table, which grows with the history.
+ * the whole table, which grows with the history. Claimed jobs leave the pending count.
  * $1 types text[], $2 limit int, $3 lock class int4, $4 worker id text.
  * Returns the claimed jobs (unordered; callers sort by priority DESC, run_at, id).
  */
@@ -23,11 +24,15 @@ export const claimJobs = (schema: string): Statement =>
        FOR UPDATE SKIP LOCKED
      ), locked AS MATERIALIZED (
        SELECT id FROM candidates WHERE pg_try_advisory_lock(${lockKey("$3", "id")})
+     ), claimed AS (
+       UPDATE $S.jobs AS j
+       SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = $4
+       WHERE j.id = ANY(ARRAY(SELECT id FROM locked))
+       RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.created_at
+     ), counted AS (
+       ${countStatuses("SELECT 'pending'::text, -count(*) FROM claimed")}
      )
-     UPDATE $S.jobs AS j
-     SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = $4
-     WHERE j.id = ANY(ARRAY(SELECT id FROM locked))
-     RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.created_at`,
+     SELECT * FROM claimed`,
   );
 
 /**

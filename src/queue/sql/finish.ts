@@ -1,3 +1,4 @@
+import { countStatuses, recordStats, wakeForDue } from "./accounting.js";
 import { JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
 
 /**
@@ -31,6 +32,18 @@ function deadLetterInsert(cte: string) {
 }
 
 /**
+ * Counters of failed attempts whose rows (new status pending or dead) are CTE `cte`: the new
+ * statuses are counted and each row is one failed attempt in this second's stats.
+ */
+function failedAttemptCounts(cte: string) {
+  return `${cte}_counted AS (
+       ${countStatuses(`SELECT status, count(*) FROM ${cte} GROUP BY status`)}
+     ), ${cte}_stats AS (
+       ${recordStats({ source: cte, done: "0", failed: "count(*)", execSeconds: "0" })}
+     )`;
+}
+
+/**
  * The fence of every write after a claim: this job, this attempt, this worker, still held. The
  * held-status condition also lets the planner reach the rows through the small jobs_stale_idx.
  */
@@ -54,7 +67,11 @@ export const completeJobs = (schema: string): Statement =>
        SET status = 'done', result = i.result, completed_at = now(), heartbeat_at = now(),
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${fence("$5")}
-       RETURNING j.id
+       RETURNING j.id, extract(epoch FROM j.completed_at - j.started_at)::float8 AS exec_seconds
+     ), counted AS (
+       ${countStatuses("SELECT 'done'::text, count(*) FROM done")}
+     ), stats AS (
+       ${recordStats({ source: "done", done: "count(*)", failed: "0", execSeconds: "sum(exec_seconds)" })}
      )
      SELECT i.id, done.id IS NOT NULL AS applied, pg_advisory_unlock(${lockKey("$6", "i.id")}) AS unlocked
      FROM i LEFT JOIN done ON done.id = i.id`,
@@ -80,7 +97,7 @@ export const failJobs = (schema: string): Statement =>
        RETURNING j.*
      ), dead AS (
        ${deadLetterInsert("failed")}
-     )
+     ), ${failedAttemptCounts("failed")}
      SELECT i.id, failed.id IS NOT NULL AS applied, failed.status,
             greatest(extract(epoch FROM failed.run_at - now()), 0)::float8 AS retry_in_seconds,
             pg_advisory_unlock(${lockKey("$6", "i.id")}) AS unlocked
@@ -89,7 +106,7 @@ export const failJobs = (schema: string): Statement =>
 
 /**
  * Fenced give-back without counting an attempt (claimed jobs never started, and jobs still running
- * at the shutdown deadline): back to pending, due now, then unlock.
+ * at the shutdown deadline): back to pending, due now, then unlock; other workers are woken.
  * $1 ids, $2 attempts, $3 worker id, $4 lock class. Returns input ids with `applied`.
  */
 export const releaseJobs = (schema: string): Statement =>
@@ -102,10 +119,12 @@ export const releaseJobs = (schema: string): Statement =>
        UPDATE $S.jobs AS j
        SET status = 'pending', claimed_at = NULL, started_at = NULL, heartbeat_at = NULL
        FROM i WHERE ${fence("$3")}
-       RETURNING j.id
+       RETURNING j.id, j.type, j.status, j.run_at
+     ), counted AS (
+       ${countStatuses("SELECT 'pending'::text, count(*) FROM released")}
      )
      SELECT i.id, released.id IS NOT NULL AS applied, pg_advisory_unlock(${lockKey("$4", "i.id")}) AS unlocked
-     FROM i LEFT JOIN released ON released.id = i.id`,
+     FROM i LEFT JOIN released ON released.id = i.id CROSS JOIN ${wakeForDue("released")} AS woke`,
   );
 
 /**
@@ -143,6 +162,6 @@ export const reapStaleJobs = (schema: string): Statement =>
        ${deadLetterInsert("reaped")}
      ), gone_workers AS (
        DELETE FROM $S.workers WHERE heartbeat_at < now() - make_interval(secs => $1::float8)
-     )
-     SELECT ${JOB_COLUMNS} FROM reaped`,
+     ), ${failedAttemptCounts("reaped")}
+     SELECT ${JOB_COLUMNS} FROM reaped CROSS JOIN ${wakeForDue("reaped")} AS woke`,
   );

@@ -1,3 +1,4 @@
+import { countStatuses } from "./accounting.js";
 import { JOB_COLUMNS, type Statement, statement } from "./statement.js";
 
 /** One job by id. $1 id. */
@@ -40,6 +41,8 @@ export const cancelJob = (schema: string): Statement =>
        UPDATE $S.jobs SET status = 'cancelled', completed_at = now()
        WHERE id = $1 AND status = 'pending'
        RETURNING ${JOB_COLUMNS}
+     ), counted AS (
+       ${countStatuses("SELECT s, n FROM cancelled, (VALUES ('pending'::text, -1), ('cancelled', 1)) AS v(s, n)")}
      )
      SELECT true AS cancelled, * FROM cancelled
      UNION ALL
@@ -57,8 +60,8 @@ export const getDeadLetter = (schema: string): Statement =>
   );
 
 /**
- * Every figure of GET /metrics in one round trip, from counters kept by triggers and small
- * partial-index scans, so it stays fast with millions of finished jobs.
+ * Every figure of GET /metrics in one round trip, from counters (see accounting.ts) and small
+ * partial-index scans (held jobs: jobs_stale_idx), so it stays fast with millions of finished jobs.
  * $1 window seconds (trailing, for rates), $2 worker liveness threshold seconds,
  * $3 sample size for execution-time quantiles (most recent finished jobs).
  */
@@ -68,7 +71,9 @@ export const metrics = (schema: string): Statement =>
     "metrics",
     `SELECT
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
-          FROM (SELECT status, sum(count)::bigint AS n FROM $S.job_counts GROUP BY status) AS c) AS depth,
+          FROM (SELECT status, sum(count)::bigint AS n FROM $S.job_counts GROUP BY status
+                UNION ALL
+                SELECT status, count(*) FROM $S.jobs WHERE status IN ('claimed', 'running') GROUP BY status) AS c) AS depth,
        (SELECT count(*) FROM $S.workers
           WHERE heartbeat_at > now() - make_interval(secs => $2::float8))::int AS active_workers,
        (SELECT coalesce(sum(fenced_writes), 0) FROM $S.workers)::bigint AS fenced_writes,

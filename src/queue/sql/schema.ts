@@ -35,16 +35,22 @@ export const notifyTriggerChannel = (schema: string): Statement =>
      WHERE tgrelid = to_regclass($1) AND tgname = 'jobs_notify_insert'`,
   );
 
-/** Re-points both notify triggers at another channel (text: $CHANNEL is a quoted literal). */
+/**
+ * Re-points the insert trigger and wake_workers() at another channel (text: `quotedChannel` is a
+ * quoted literal). Runs after every migration, so both exist.
+ */
 export const retargetNotifyTriggers = (schema: string, quotedChannel: string): string =>
   statement(
     schema,
     "retarget",
     `CREATE OR REPLACE TRIGGER jobs_notify_insert AFTER INSERT ON $S.jobs
        REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION $S.jobs_after_insert(${quotedChannel});
-     CREATE OR REPLACE TRIGGER jobs_count_update AFTER UPDATE ON $S.jobs
-       REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
-       FOR EACH STATEMENT EXECUTE FUNCTION $S.jobs_after_update(${quotedChannel})`,
+     CREATE OR REPLACE FUNCTION $S.wake_workers(types text) RETURNS integer LANGUAGE plpgsql AS $$
+     BEGIN
+       PERFORM pg_notify(${quotedChannel}, CASE WHEN length(types) > 7000 THEN '*' ELSE types END);
+       RETURN 1;
+     END
+     $$`,
   ).text;
 
 /** Server limits that bound how many advisory locks one session may hold. */

@@ -1,0 +1,52 @@
+/**
+ * Counting in the statement that changes a job (schema version 2): each ledger statement that moves
+ * jobs between statuses adds its own deltas to `job_counts` and `job_stats` through these data-
+ * modifying CTEs, which PostgreSQL runs whether or not the outer query reads them. This replaces an
+ * UPDATE trigger whose transition tables copied every old and new row (docs/performance.md).
+ *
+ * Counted statuses: pending, done, dead, cancelled (inserts and deletes count through triggers).
+ * Held statuses (claimed, running) are counted live from jobs_stale_idx by the metrics query.
+ * Every statement that changes `status` must use {@link countStatuses}; test/queue/metrics.test.ts
+ * checks the counters against a full count after every path.
+ */
+
+/**
+ * A CTE body adding per-status deltas to job_counts. `deltas` is a query of `(status text,
+ * n bigint)` rows; rows of one status are summed, zero sums are skipped. The slot spreads
+ * concurrent writers over 16 rows per status (migration 0001).
+ */
+export const countStatuses = (deltas: string): string =>
+  `INSERT INTO $S.job_counts AS c (status, slot, count)
+       SELECT status, pg_backend_pid() % 16, sum(n) FROM (${deltas}) AS d(status, n)
+       GROUP BY status HAVING sum(n) <> 0
+       ON CONFLICT (status, slot) DO UPDATE SET count = c.count + excluded.count`;
+
+/**
+ * A CTE body adding finished attempts to this second's job_stats bucket: `done` and `failed`
+ * counts and `execSeconds` (total execution seconds of done jobs), expressions over `source`.
+ * Nothing is written when both counts are zero.
+ */
+export const recordStats = (p: {
+  source: string;
+  done: string;
+  failed: string;
+  execSeconds: string;
+}): string =>
+  `INSERT INTO $S.job_stats AS s (bucket, slot, done, failed, exec_seconds)
+       SELECT date_trunc('second', now()), pg_backend_pid() % 16, ${p.done}, ${p.failed}, coalesce(${p.execSeconds}, 0)
+       FROM ${p.source}
+       HAVING ${p.done} + ${p.failed} > 0
+       ON CONFLICT (bucket, slot) DO UPDATE
+         SET done = s.done + excluded.done, failed = s.failed + excluded.failed,
+             exec_seconds = s.exec_seconds + excluded.exec_seconds`;
+
+/**
+ * A subquery (one row, always) that NOTIFYs workers of the types among `source`'s rows that are
+ * pending and due now: jobs that became claimable without an insert. Join it into the outer query
+ * (`CROSS JOIN (…) AS woke`) so that it runs.
+ */
+export const wakeForDue = (source: string): string =>
+  `(SELECT coalesce(sum($S.wake_workers(t)), 0) AS notified
+       FROM (SELECT string_agg(DISTINCT type, ',') AS t FROM ${source}
+             WHERE status = 'pending' AND run_at <= now()) AS due
+       WHERE t IS NOT NULL)`;
