@@ -29,8 +29,6 @@ export interface ClaimedJob {
   /** Failed attempts before this one (0 on the first execution). */
   attempt: number;
   maxRetries: number;
-  runAt: Date;
-  createdAt: Date;
 }
 
 /** Identifies one claim: the fence every later write must pass. */
@@ -50,6 +48,32 @@ export interface Failure extends ClaimRef {
   error: string;
   runMs: number;
 }
+
+/** A claimed job's row (CLAIMED_COLUMNS). */
+interface ClaimedRow {
+  id: number;
+  type: string;
+  payload: JsonValue;
+  priority: number;
+  attempt: number;
+  max_retries: number;
+}
+
+const toClaimedJob = (r: ClaimedRow): ClaimedJob => ({
+  id: r.id,
+  type: r.type,
+  payload: r.payload,
+  priority: r.priority,
+  attempt: r.attempt,
+  maxRetries: r.max_retries,
+});
+
+/** The one row of a batched completion or release: ids the fence refused (bigint[] as strings). */
+interface RefusedRow {
+  refused_ids: (string | number)[];
+}
+
+const refusedIds = (rows: RefusedRow[]): number[] => (rows[0]?.refused_ids ?? []).map(Number);
 
 /** Outcome of a fenced write for one job. `applied` false: the claim was lost, nothing changed. */
 export interface WriteOutcome {
@@ -140,28 +164,11 @@ export class LockSession {
 
   /** Claims up to `limit` due jobs of `types`, in claim order (priority DESC, run_at, id). */
   async claim(types: readonly string[], limit: number): Promise<ClaimedJob[]> {
-    const { rows } = await this.query<{
-      id: number;
-      type: string;
-      payload: JsonValue;
-      priority: number;
-      attempt: number;
-      max_retries: number;
-      run_at: Date;
-      created_at: Date;
-    }>({ ...claimJobs(this.schema), values: [types, limit, this.lockClass, this.workerId] });
-    return rows
-      .map((r) => ({
-        id: r.id,
-        type: r.type,
-        payload: r.payload,
-        priority: r.priority,
-        attempt: r.attempt,
-        maxRetries: r.max_retries,
-        runAt: r.run_at,
-        createdAt: r.created_at,
-      }))
-      .sort((a, b) => b.priority - a.priority || a.runAt.getTime() - b.runAt.getTime() || a.id - b.id);
+    const { rows } = await this.query<ClaimedRow>({
+      ...claimJobs(this.schema),
+      values: [types, limit, this.lockClass, this.workerId],
+    });
+    return rows.map(toClaimedJob);
   }
 
   /** Fenced claimed → running. Returns the ids that moved. */
@@ -174,10 +181,13 @@ export class LockSession {
     return new Set(rows.map((r) => r.id));
   }
 
-  /** Fenced done + unlock. */
-  async complete(batch: readonly Completion[]): Promise<WriteOutcome[]> {
+  /**
+   * Fenced done + unlock. Returns the ids whose write was refused by the fence (their claim was
+   * lost; nothing changed for them); usually empty.
+   */
+  async complete(batch: readonly Completion[]): Promise<number[]> {
     if (batch.length === 0) return [];
-    const { rows } = await this.query<WriteOutcome>({
+    const { rows } = await this.query<RefusedRow>({
       ...completeJobs(this.schema),
       values: [
         batch.map((c) => c.id),
@@ -188,7 +198,7 @@ export class LockSession {
         this.lockClass,
       ],
     });
-    return rows;
+    return refusedIds(rows);
   }
 
   /** Fenced failed attempt (retry with backoff or dead-letter) + unlock. */
@@ -211,14 +221,17 @@ export class LockSession {
     return rows;
   }
 
-  /** Fenced give-back to pending (no attempt counted) + unlock. */
-  async release(refs: readonly ClaimRef[]): Promise<WriteOutcome[]> {
+  /**
+   * Fenced give-back to pending (no attempt counted) + unlock; wakes other workers. Returns the
+   * ids whose write was refused by the fence, like {@link complete}.
+   */
+  async release(refs: readonly ClaimRef[]): Promise<number[]> {
     if (refs.length === 0) return [];
-    const { rows } = await this.query<WriteOutcome>({
+    const { rows } = await this.query<RefusedRow>({
       ...releaseJobs(this.schema),
       values: [refs.map((r) => r.id), refs.map((r) => r.attempt), this.workerId, this.lockClass],
     });
-    return rows;
+    return refusedIds(rows);
   }
 
   /** Upserts the worker row and touches every held job. Returns the ids still held. */

@@ -107,7 +107,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private releaseQueue: ClaimRef[] = [];
 
   private wakeRequested = false;
-  private claiming: Promise<void> | null = null;
+  private claiming: Promise<boolean> | null = null;
   private flushing: Promise<void> | null = null;
   private flushScheduled = false;
   private fencedWrites = 0;
@@ -241,26 +241,42 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.claimLoop();
   }
 
+  /** How many jobs a claim may ask for now: 0 unless one is wanted, none is in flight, and there is room. */
+  private claimRoom(session: LockSession | null): number {
+    if (this.claiming || this.stopping || !session || session.isLost || !this.wakeRequested) return 0;
+    return Math.max(this.prefetch - this.heldCount, 0);
+  }
+
   private claimLoop(): void {
-    if (this.claiming || this.stopping) return;
     const session = this.session;
-    if (!session || session.isLost || !this.wakeRequested) return;
-    const free = this.prefetch - this.heldCount;
-    if (free <= 0) return;
+    const free = this.claimRoom(session);
+    if (session && free > 0) void this.runClaim(session, free, () => session.claim(this.types, free));
+  }
+
+  /**
+   * Runs `claim` (a statement asking for `free` jobs) as the worker's one claim in flight, and
+   * buffers what it returns. Resolves true when the statement succeeded; when it failed, the lock
+   * session is reset and it resolves false.
+   */
+  private runClaim(session: LockSession, free: number, claim: () => Promise<ClaimedJob[]>): Promise<boolean> {
     this.wakeRequested = false;
     const generation = this.generation;
-    this.claiming = (async () => {
+    const run = (async () => {
+      let succeeded = false;
       try {
-        const jobs = await session.claim(this.types, free);
+        const jobs = await claim();
+        succeeded = true;
         this.emit("poll:claimed", { claimed: jobs.length, requested: free });
         if (jobs.length === free) this.wakeRequested = true;
         if (jobs.length > 0) this.emit("job:claimed", { jobs });
-        if (generation !== this.generation) return; // session lost meanwhile: locks are gone
-        for (const job of jobs) {
-          if (this.stopping) this.releaseQueue.push({ id: job.id, attempt: job.attempt });
-          else this.buffer.push({ job, generation });
+        if (generation === this.generation) {
+          // (else the session was lost meanwhile: the locks are gone, the reaper returns the jobs)
+          for (const job of jobs) {
+            if (this.stopping) this.releaseQueue.push({ id: job.id, attempt: job.attempt });
+            else this.buffer.push({ job, generation });
+          }
+          if (this.stopping) this.scheduleFlush();
         }
-        if (this.stopping) this.scheduleFlush();
       } catch (error) {
         // A failed claim may have taken advisory locks it never reports: drop the session, which
         // releases every lock it held, and let the reaper return its jobs.
@@ -271,7 +287,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
       this.dispatch();
       this.claimLoop();
+      return succeeded;
     })();
+    this.claiming = run;
+    return run;
   }
 
   /** Starts handlers from the buffer while there is a free slot. */
@@ -376,26 +395,23 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.doneQueue = [];
       this.failQueue = [];
       this.releaseQueue = [];
-      // Pipelining: the next claim is queued on the session right behind these writes, so the
-      // handlers of the next batch run while the database works. Jobs being written still hold
-      // their locks, so a process holds at most twice `prefetch` for the length of one write.
-      this.claimLoop();
       if (!session || session.isLost) {
         for (const item of [...done, ...failed, ...released]) this.fenced(item.id, "session lost");
         continue;
       }
-      // A job that already finished goes straight to done/failed; its started_at comes from runMs.
-      const finished = new Set([...done, ...failed, ...released].map((j) => j.id));
-      const toStart = starts.filter(
-        (s) => !finished.has(s.id) && this.running.get(s.id)?.abandoned === false,
-      );
+      // Only jobs still running are marked running: one that already finished (no longer in
+      // `running`) goes straight to done/failed, its started_at derived from runMs.
+      const toStart = starts.filter((s) => this.running.get(s.id)?.abandoned === false);
+      // Pipelining: the next claim is queued on the session right ahead of these writes, so the
+      // handlers of the next batch run while the database writes this one.
+      this.claimLoop();
       try {
         if (toStart.length > 0) {
           const moved = await session.markRunning(toStart);
           for (const s of toStart) if (!moved.has(s.id)) this.claimLost(s.id);
         }
-        this.outcomes(await session.complete(done), "complete", (o) =>
-          this.emit("job:completed", { id: o.id }),
+        this.applied(done, await session.complete(done), "complete", (id) =>
+          this.emit("job:completed", { id }),
         );
         const errors = new Map(failed.map((f) => [f.id, f.error]));
         this.outcomes(await session.fail(failed, this.config), "fail", (o) => {
@@ -403,8 +419,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
           this.emit("job:failed", { id: o.id, error, status: o.status ?? "pending" });
           if (o.status === "pending" && o.retry_in_seconds !== undefined) this.wakeIn(o.retry_in_seconds);
         });
-        this.outcomes(await session.release(released), "release", (o) =>
-          this.emit("job:released", { id: o.id }),
+        this.applied(released, await session.release(released), "release", (id) =>
+          this.emit("job:released", { id }),
         );
       } catch (error) {
         if (!session.isLost) {
@@ -417,6 +433,20 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.running.size === 0 && this.heldCount === 0)
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     this.claimLoop();
+  }
+
+  /** Reports each written job as applied, except those the fence refused. */
+  private applied(
+    batch: readonly ClaimRef[],
+    refused: number[],
+    kind: string,
+    onApplied: (id: number) => void,
+  ) {
+    const refusedSet = refused.length > 0 ? new Set(refused) : null;
+    for (const { id } of batch) {
+      if (refusedSet?.has(id)) this.fenced(id, kind);
+      else onApplied(id);
+    }
   }
 
   private outcomes(rows: WriteOutcome[], kind: string, onApplied: (o: WriteOutcome) => void): void {

@@ -146,3 +146,29 @@ describe("exactly-once claiming", () => {
     assert.ok(held.every((h) => h.pid === pid));
   });
 });
+
+describe("give-back", () => {
+  it("a released job is pending again, unlocked, and wakes other workers on the channel", async () => {
+    const job = await db.ledger.addJob({ type: "noop" });
+    const session = await db.openLockSession("w1");
+    assert.equal((await session.claim(["noop"], 1)).length, 1);
+    const listener = await db.pool.connect();
+    try {
+      await listener.query(`LISTEN "${db.config.notifyChannel}"`);
+      const woken = new Promise<string | undefined>((resolve) =>
+        listener.once("notification", (m) => resolve(m.payload)),
+      );
+      assert.deepEqual(await session.release([{ id: job.id, attempt: 0 }]), []);
+      assert.equal(await woken, "noop");
+    } finally {
+      await listener.query("UNLISTEN *");
+      listener.release();
+    }
+    assert.equal((await db.ledger.getJob(job.id))?.status, "pending");
+    assert.deepEqual(await db.ledger.heldJobLocks(), []);
+    assert.deepEqual(
+      (await (await db.openLockSession("w2")).claim(["noop"], 1)).map((j) => j.id),
+      [job.id],
+    );
+  });
+});

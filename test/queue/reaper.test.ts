@@ -109,8 +109,9 @@ describe("stale reaper", () => {
     const other = await db.openLockSession("other");
     assert.deepEqual(await other.claim(["noop"], 1), []);
     // The owner finishes normally.
-    const [outcome] = await owner.complete([{ id: job.id, attempt: 0, resultJson: "1", runMs: 5 }]);
-    assert.equal(outcome?.applied, true);
+    const refused = await owner.complete([{ id: job.id, attempt: 0, resultJson: "1", runMs: 5 }]);
+    assert.deepEqual(refused, []);
+    assert.equal((await db.ledger.getJob(job.id))?.status, "done");
     assert.deepEqual(await db.ledger.heldJobLocks(), []);
   });
 
@@ -135,8 +136,8 @@ describe("stale reaper", () => {
     await second.complete([{ id: job.id, attempt: 1, resultJson: '"second"', runMs: 1 }]);
     // The first worker hands in its result late, on a fresh connection, with its old claim.
     const late = await db.openLockSession("first");
-    const [outcome] = await late.complete([{ id: job.id, attempt: 0, resultJson: '"first"', runMs: 1 }]);
-    assert.equal(outcome?.applied, false);
+    const refused = await late.complete([{ id: job.id, attempt: 0, resultJson: '"first"', runMs: 1 }]);
+    assert.deepEqual(refused, [job.id]);
     const final = await db.ledger.getJob(job.id);
     assert.equal(final?.status, "done");
     assert.equal(final?.result, "second");

@@ -10,30 +10,41 @@ import { lockKey, type Statement, statement } from "./statement.js";
  * index scan of the primary key: a join with the CTE lets the planner pick a sequential scan of
  * the whole table, which grows with the history. Claimed jobs leave the pending count.
  * $1 types text[], $2 limit int, $3 lock class int4, $4 worker id text.
- * Returns the claimed jobs (unordered; callers sort by priority DESC, run_at, id).
+ * Returns the claimed jobs in claim order (priority DESC, run_at, id).
  */
 export const claimJobs = (schema: string): Statement =>
   statement(
     schema,
     "claim_jobs",
-    `WITH candidates AS MATERIALIZED (
+    `WITH ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4" })}
+     SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id`,
+  );
+
+/** Columns of a claimed job as a claim returns it. */
+const CLAIMED_COLUMNS = "id, type, payload, priority, attempt, max_retries";
+
+/**
+ * The claim's CTEs (`candidates`, `locked`, `claimed`, `claim_counted`), parameters named by the
+ * caller: `types` text[], `limit` int, `lockClass` int4, `workerId` text. `claimed` holds the
+ * claimed rows ({@link CLAIMED_COLUMNS} and run_at).
+ */
+const claimCtes = (p: { types: string; limit: string; lockClass: string; workerId: string }): string =>
+  `candidates AS MATERIALIZED (
        SELECT id FROM $S.jobs
-       WHERE status = 'pending' AND run_at <= now() AND type = ANY($1::text[])
+       WHERE status = 'pending' AND run_at <= now() AND type = ANY(${p.types}::text[])
        ORDER BY priority DESC, run_at, id
-       LIMIT $2
+       LIMIT ${p.limit}
        FOR UPDATE SKIP LOCKED
      ), locked AS MATERIALIZED (
-       SELECT id FROM candidates WHERE pg_try_advisory_lock(${lockKey("$3", "id")})
+       SELECT id FROM candidates WHERE pg_try_advisory_lock(${lockKey(p.lockClass, "id")})
      ), claimed AS (
        UPDATE $S.jobs AS j
-       SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = $4
+       SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = ${p.workerId}
        WHERE j.id = ANY(ARRAY(SELECT id FROM locked))
-       RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.created_at
-     ), counted AS (
+       RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at
+     ), claim_counted AS (
        ${countStatuses("SELECT 'pending'::text, -count(*) FROM claimed")}
-     )
-     SELECT * FROM claimed`,
-  );
+     )`;
 
 /**
  * Fenced claimed → running. $1 ids bigint[], $2 attempts int[], $3 worker id. Returns ids that moved.

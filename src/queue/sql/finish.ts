@@ -54,28 +54,41 @@ const fence = (workerParam: string) =>
  * Fenced completion of a batch, then unlock, in one statement on the lock session.
  * $1 ids bigint[], $2 attempts int[], $3 results jsonb[], $4 run times float8[] (milliseconds,
  * measured by the worker; used for started_at of jobs never marked running), $5 worker id,
- * $6 lock class. Returns every input id with `applied` (false: the claim was lost; nothing changed).
+ * $6 lock class. Returns one row: `refused_ids` bigint[], the input ids whose claim was lost (nothing
+ * changed for them), and `unlocked`, the number of ids whose lock was released.
  */
 export const completeJobs = (schema: string): Statement =>
   statement(
     schema,
     "complete_jobs",
-    `WITH i AS (
+    `WITH ${completionCtes({ workerId: "$5" })}
+     ${refusedAndUnlocked("$6")}`,
+  );
+
+/**
+ * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`): $1 ids, $2 attempts,
+ * $3 results, $4 run times (ms), fenced on `workerId`.
+ */
+const completionCtes = (p: { workerId: string }) =>
+  `i AS (
        SELECT * FROM unnest($1::bigint[], $2::int[], $3::jsonb[], $4::float8[]) AS t(id, attempt, result, run_ms)
      ), done AS (
        UPDATE $S.jobs AS j
        SET status = 'done', result = i.result, completed_at = now(), heartbeat_at = now(),
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
-       FROM i WHERE ${fence("$5")}
+       FROM i WHERE ${fence(p.workerId)}
        RETURNING j.id, extract(epoch FROM j.completed_at - j.started_at)::float8 AS exec_seconds
-     ), counted AS (
+     ), done_counted AS (
        ${countStatuses("SELECT 'done'::text, count(*) FROM done")}
-     ), stats AS (
+     ), done_stats AS (
        ${recordStats({ source: "done", done: "count(*)", failed: "0", execSeconds: "sum(exec_seconds)" })}
-     )
-     SELECT i.id, done.id IS NOT NULL AS applied, pg_advisory_unlock(${lockKey("$6", "i.id")}) AS unlocked
-     FROM i LEFT JOIN done ON done.id = i.id`,
-  );
+     )`;
+
+/** One row: the input ids the fence refused (`refused_ids`), after unlocking every input id. */
+const refusedAndUnlocked = (lockClass: string) =>
+  `SELECT coalesce(array_agg(i.id) FILTER (WHERE done.id IS NULL), '{}') AS refused_ids,
+            count(pg_advisory_unlock(${lockKey(lockClass, "i.id")}))::int AS unlocked
+     FROM i LEFT JOIN done ON done.id = i.id`;
 
 /**
  * Fenced failure of a batch (retry with backoff, or dead-letter in the same statement), then unlock.
@@ -107,7 +120,7 @@ export const failJobs = (schema: string): Statement =>
 /**
  * Fenced give-back without counting an attempt (claimed jobs never started, and jobs still running
  * at the shutdown deadline): back to pending, due now, then unlock; other workers are woken.
- * $1 ids, $2 attempts, $3 worker id, $4 lock class. Returns input ids with `applied`.
+ * $1 ids, $2 attempts, $3 worker id, $4 lock class. Returns one row like completeJobs.
  */
 export const releaseJobs = (schema: string): Statement =>
   statement(
@@ -123,7 +136,8 @@ export const releaseJobs = (schema: string): Statement =>
      ), counted AS (
        ${countStatuses("SELECT 'pending'::text, count(*) FROM released")}
      )
-     SELECT i.id, released.id IS NOT NULL AS applied, pg_advisory_unlock(${lockKey("$4", "i.id")}) AS unlocked
+     SELECT coalesce(array_agg(i.id) FILTER (WHERE released.id IS NULL), '{}') AS refused_ids,
+            count(pg_advisory_unlock(${lockKey("$4", "i.id")}))::int AS unlocked
      FROM i LEFT JOIN released ON released.id = i.id CROSS JOIN ${wakeForDue("released")} AS woke`,
   );
 
