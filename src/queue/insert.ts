@@ -5,9 +5,8 @@
  * fifty. Each caller still gets its own job, or its own error.
  */
 import type { Queryable } from "../db/pool.js";
-import { type JobRow, rowToJob } from "./rows.js";
 import { enqueueJobs } from "./sql/enqueue.js";
-import type { Job } from "./types.js";
+import type { Job, JsonValue } from "./types.js";
 import type { NormalizedJobSpec } from "./validate.js";
 
 /** Inserts validated jobs in one statement (all or nothing) and returns them in the given order. */
@@ -16,7 +15,7 @@ export async function insertJobs(
   schema: string,
   jobs: readonly NormalizedJobSpec[],
 ): Promise<Job[]> {
-  const { rows } = await db.query<JobRow>({
+  const { rows } = await db.query<InsertedRow>({
     ...enqueueJobs(schema),
     values: [
       jobs.map((j) => j.type),
@@ -27,7 +26,41 @@ export async function insertJobs(
     ],
   });
   // Identity values are handed out in insertion order, which follows the input order.
-  return rows.map(rowToJob).sort((a, b) => a.id - b.id);
+  rows.sort((a, b) => a.id - b.id);
+  return rows.map((row, i) => insertedJob(jobs[i] as NormalizedJobSpec, row));
+}
+
+/** The database's part of a new job: its id and times (epoch milliseconds). */
+export interface InsertedRow {
+  id: number;
+  run_at_ms: number;
+  created_at_ms: number;
+}
+
+/**
+ * A new job as stored: the database's id and times, the rest as sent. The payload is parsed back
+ * from the JSON text that was stored, as a read of the row would return it.
+ */
+export function insertedJob(job: NormalizedJobSpec, row: InsertedRow): Job {
+  return {
+    id: row.id,
+    type: job.type,
+    payload: JSON.parse(job.payloadJson) as JsonValue,
+    status: "pending",
+    priority: job.priority,
+    attempt: 0,
+    maxRetries: job.maxRetries,
+    runAt: new Date(row.run_at_ms),
+    claimedAt: null,
+    startedAt: null,
+    heartbeatAt: null,
+    completedAt: null,
+    result: null,
+    error: null,
+    errors: [],
+    workerId: null,
+    createdAt: new Date(row.created_at_ms),
+  };
 }
 
 interface PendingInsert {

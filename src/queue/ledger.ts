@@ -5,7 +5,7 @@
 import type pg from "pg";
 import type { Queryable } from "../db/pool.js";
 import { type FieldProblem, JobNotFoundError, JobStateConflictError, JobValidationError } from "../errors.js";
-import { EnqueueBatcher, insertJobs } from "./insert.js";
+import { EnqueueBatcher, type InsertedRow, insertedJob, insertJobs } from "./insert.js";
 import { lockClassFor } from "./lock-class.js";
 import { type DeadLetterRow, type JobRow, rowToDeadLetter, rowToJob } from "./rows.js";
 import { heldJobLocks } from "./sql/claim.js";
@@ -93,11 +93,11 @@ export class Ledger {
   async addJob(spec: JobSpec, options: EnqueueOptions = {}): Promise<Job> {
     const job = validateJobSpec(spec, "", options.naming);
     if (!options.client) return this.batcher.add(job);
-    const { rows } = await options.client.query<JobRow>({
+    const { rows } = await options.client.query<InsertedRow>({
       ...enqueueJob(this.schema),
       values: [job.type, job.payloadJson, job.priority, job.maxRetries, job.runAt],
     });
-    return rowToJob(rows[0] as JobRow);
+    return insertedJob(job, rows[0] as InsertedRow);
   }
 
   /**

@@ -28,6 +28,17 @@ describe("enqueue", () => {
     assert.equal(new Set(ids).size, 200);
   });
 
+  it("the job an enqueue returns is the job a read returns", async () => {
+    const runAt = new Date(Date.now() + 60_000);
+    const jobs = await db.ledger.addJobs([
+      { type: "noop", payload: { b: [1, 2.5, "x"], a: { nested: null } }, priority: 9, maxRetries: 0 },
+      { type: "other", runAt },
+    ]);
+    const single = await db.ledger.addJob({ type: "noop", payload: { n: 1 } });
+    for (const job of [...jobs, single]) assert.deepEqual(job, await db.ledger.getJob(job.id));
+    assert.equal(jobs[1]?.runAt.getTime(), runAt.getTime());
+  });
+
   it("fewer statements than calls: 200 concurrent enqueues fire fewer than 200 notifications", async () => {
     const listener = await db.pool.connect();
     let notifications = 0;
