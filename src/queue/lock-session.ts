@@ -12,8 +12,8 @@ import {
   backendPid,
   claimJobs,
   deleteWorker,
-  forceCustomPlans,
   heartbeat,
+  lockSessionSettings,
   markRunning,
 } from "./sql/claim.js";
 import { completeJobs, failJobs, releaseJobs } from "./sql/finish.js";
@@ -130,11 +130,8 @@ export class LockSession {
       connectionString: options.connectionString,
       applicationName: `taskqueue lock session ${options.workerId}`.slice(0, 63),
     });
-    // Batch statements join their input arrays with jobs. A cached generic plan cannot see how many
-    // elements an array holds and may pick a nested loop over the whole batch for every row
-    // (measured: 500 ms instead of 15 ms for 1,000 completions with a large history); a plan made
-    // for each call sees the arrays and costs well under a millisecond to make.
-    await client.query(forceCustomPlans);
+    // Plans that hold whatever the statistics say: see lockSessionSettings.
+    await client.query(lockSessionSettings);
     return new LockSession(client, options.schema, options.workerId, options.onLost);
   }
 

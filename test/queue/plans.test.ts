@@ -7,13 +7,14 @@ import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 import pg from "pg";
 import { lockClassFor } from "../../src/queue/lock-class.js";
-import { claimJobs, forceCustomPlans } from "../../src/queue/sql/claim.js";
+import { claimJobs, lockSessionSettings } from "../../src/queue/sql/claim.js";
 import { completeJobs } from "../../src/queue/sql/finish.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
 
 interface PlanNode {
   "Node Type": string;
   "Relation Name"?: string;
+  "Index Name"?: string;
   "Actual Loops"?: number;
   Plans?: PlanNode[];
 }
@@ -30,16 +31,18 @@ before(async () => {
   await db.sql("ANALYZE jobs");
   client = new pg.Client({ connectionString: DATABASE_URL });
   await client.connect();
-  await client.query(forceCustomPlans);
+  await client.query(lockSessionSettings);
 });
 after(async () => {
   await client.end();
   await db.drop();
 });
 
-async function plan(text: string, values: unknown[]): Promise<PlanNode[]> {
-  const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
-  return nodes((rows[0]["QUERY PLAN"] as { Plan: PlanNode }[])[0]?.Plan as PlanNode);
+async function plan(text: string, values: unknown[], on = client): Promise<PlanNode[]> {
+  const { rows } = await on.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
+  const [explained] = rows[0]["QUERY PLAN"] as { Plan: PlanNode; JIT?: unknown }[];
+  assert.equal(explained?.JIT, undefined, "no statement of the lock session is JIT-compiled");
+  return nodes(explained?.Plan as PlanNode);
 }
 
 it("claim and complete of 500 jobs use indexes and visit each row once", async () => {
@@ -70,4 +73,35 @@ it("claim and complete of 500 jobs use indexes and visit each row once", async (
   assert.deepEqual(rescans, [], "no CTE is rescanned per row");
   const [done] = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'done'");
   assert.equal(done?.n, 200500);
+});
+
+it("right after a burst of inserts, before ANALYZE sees them, a claim still walks the claim index", async () => {
+  const fresh = await createTestDb();
+  const session = new pg.Client({ connectionString: DATABASE_URL });
+  await session.connect();
+  try {
+    await session.query(lockSessionSettings);
+    await fresh.sql("ANALYZE jobs"); // statistics of an empty table
+    await fresh.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 20000)");
+    const claim = await plan(
+      claimJobs(fresh.schema).text,
+      [["noop"], 800, lockClassFor(fresh.schema), "w"],
+      session,
+    );
+    const jobScans = claim.filter((n) => n["Relation Name"] === "jobs" && n["Node Type"].includes("Scan"));
+    assert.equal(
+      `${jobScans[0]?.["Node Type"]} ${jobScans[0]?.["Index Name"]}`,
+      "Index Scan jobs_claim_idx",
+      "candidates are read in claim-index order",
+    );
+    assert.ok(!jobScans.some((n) => n["Node Type"] === "Seq Scan"), "no sequential scan of jobs");
+    assert.equal(
+      claim.filter((n) => n["Node Type"] === "Sort").length,
+      1,
+      "one sort: the 800 claimed rows' final order, never the pending set",
+    );
+  } finally {
+    await session.end();
+    await fresh.drop();
+  }
 });
