@@ -40,6 +40,12 @@ function workerFlags(command: Command): Command {
         integer("--concurrency"),
       ),
     )
+    .addOption(
+      new Option(
+        "--lock-sessions <n>",
+        "lock sessions per worker process, each claiming and writing its own batches (overrides WORKER_LOCK_SESSIONS)",
+      ).argParser(integer("--lock-sessions")),
+    )
     .option("--types <list>", "claim only these job types, comma-separated (default: every registered type)")
     .option(
       "--handlers <module>",
@@ -49,6 +55,7 @@ function workerFlags(command: Command): Command {
 
 interface RoleFlags {
   concurrency?: number;
+  lockSessions?: number;
   types?: string;
   handlers?: string;
   port?: number;
@@ -56,7 +63,11 @@ interface RoleFlags {
 }
 
 async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean; allowEmbedded: boolean }) {
-  const overrides: TaskQueueOptions = { workerCount: flags.concurrency, port: flags.port };
+  const overrides: TaskQueueOptions = {
+    workerCount: flags.concurrency,
+    lockSessions: flags.lockSessions,
+    port: flags.port,
+  };
   const config = configFromEnv(process.env, overrides);
   const service = await startService({
     config,

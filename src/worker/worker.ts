@@ -64,7 +64,26 @@ export interface WorkerOptions {
   runReaper?: boolean;
   /** Claim only these registered types. Default: every registered type. */
   types?: string[];
+  /**
+   * Internal: this worker is one lane of a worker with several lock sessions (config
+   * `lockSessions`): its id, and the share of the lock table its prefetch is capped to (1/n).
+   */
+  lane?: { id: string; lockTableShare: number };
 }
+
+/** Events a worker with several lock sessions passes on from its lanes. */
+const LANE_EVENTS = [
+  "job:claimed",
+  "job:completed",
+  "job:failed",
+  "job:released",
+  "job:fenced",
+  "session:lost",
+  "session:restored",
+  "listener:reconnected",
+  "poll:claimed",
+  "reaper:reaped",
+] as const satisfies readonly (keyof WorkerEvents)[];
 
 interface RunningJob {
   job: ClaimedJob;
@@ -92,6 +111,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly types: string[];
   private readonly typeSet: Set<string>;
   private identity: WorkerIdentity;
+  private readonly lockTableShare: number;
+  /**
+   * With `lockSessions` > 1: the lanes, one worker per lock session, each with its share of
+   * `workerCount` and `prefetch`. This worker then only starts, stops and speaks for them.
+   */
+  private readonly lanes: Worker[] | null = null;
 
   private session: LockSession | null = null;
   private generation = 0;
@@ -131,8 +156,30 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (unknown.length > 0) throw new Error(`no handler registered for ${unknown.join(", ")}`);
     this.types = options.types ? [...new Set(options.types)].sort() : this.registry.types();
     this.typeSet = new Set(this.types);
-    this.id = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+    this.id = options.lane?.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
     this.prefetch = Math.max(this.config.prefetch ?? this.config.workerCount, 1);
+    this.lockTableShare = options.lane?.lockTableShare ?? LOCK_TABLE_SHARE;
+    const laneCount = Math.min(this.config.lockSessions, this.config.workerCount);
+    if (!options.lane && laneCount > 1) {
+      const share = (total: number, i: number) =>
+        Math.floor(total / laneCount) + (i < total % laneCount ? 1 : 0);
+      this.lanes = Array.from(
+        { length: laneCount },
+        (_, i) =>
+          new Worker({
+            ...options,
+            config: {
+              ...this.config,
+              lockSessions: 1,
+              workerCount: share(this.config.workerCount, i),
+              prefetch: Math.max(share(this.prefetch, i), 1),
+            },
+            runReaper: this.runReaper && i === 0,
+            types: this.types,
+            lane: { id: `${this.id}/${i + 1}`, lockTableShare: LOCK_TABLE_SHARE * laneCount },
+          }),
+      );
+    }
     this.identity = {
       id: this.id,
       host: hostname(),
@@ -144,7 +191,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Handlers currently running. */
   get runningCount(): number {
-    return this.running.size;
+    return this.lanes ? this.lanes.reduce((sum, lane) => sum + lane.runningCount, 0) : this.running.size;
   }
 
   /** Jobs whose advisory lock this process holds or is about to release. */
@@ -167,10 +214,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.types.length === 0)
       throw new Error("no handlers registered: a worker needs at least one job type");
     this.started = true;
+    if (this.lanes) return this.startLanes(this.lanes);
     await this.openSession();
     const session = this.session as LockSession | null;
     if (session) {
-      const cap = Math.max(1, Math.floor((await session.lockTableSlots()) / LOCK_TABLE_SHARE));
+      const cap = Math.max(1, Math.floor((await session.lockTableSlots()) / this.lockTableShare));
       if (this.prefetch > cap) {
         this.logger.warn({ prefetch: this.prefetch, cap }, "prefetch capped to stay within the lock table");
         this.prefetch = cap;
@@ -196,6 +244,26 @@ export class Worker extends EventEmitter<WorkerEvents> {
     );
     this.emit("worker:started", { workerId: this.id });
     this.wake();
+  }
+
+  /** Starts every lane and passes their events on; a lane that fails to start stops the others. */
+  private async startLanes(lanes: Worker[]): Promise<void> {
+    for (const lane of lanes)
+      for (const event of LANE_EVENTS)
+        lane.on(event, (...args: unknown[]) =>
+          (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args),
+        );
+    try {
+      await Promise.all(lanes.map((lane) => lane.start()));
+    } catch (error) {
+      await Promise.all(lanes.map((lane) => lane.stop(0)));
+      throw error;
+    }
+    this.logger.info(
+      { workerId: this.id, lockSessions: lanes.length, concurrency: this.config.workerCount },
+      "worker started",
+    );
+    this.emit("worker:started", { workerId: this.id });
   }
 
   /** Runs `fn` every `seconds` (± 10 % when `jitter`), until stop. */
@@ -237,6 +305,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Asks for a claim as soon as there is room. */
   wake(): void {
+    if (this.lanes) {
+      for (const lane of this.lanes) lane.wake();
+      return;
+    }
     this.wakeRequested = true;
     this.claimLoop();
   }
@@ -571,6 +643,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async doStop(graceSeconds: number): Promise<StopReport> {
     this.stopping = true;
+    if (this.lanes) {
+      const reports = await Promise.all(this.lanes.map((lane) => lane.stop(graceSeconds)));
+      const report = {
+        releasedJobIds: reports.flatMap((r) => r.releasedJobIds),
+        abandonedJobIds: reports.flatMap((r) => r.abandonedJobIds),
+      };
+      this.emit("worker:stopped", report);
+      return report;
+    }
     for (const timer of this.timers) clearTimeout(timer);
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     if (this.retryWake) clearTimeout(this.retryWake.timer);
