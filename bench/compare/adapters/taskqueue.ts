@@ -9,7 +9,7 @@ import { QueueAdapter, type StopWorkers } from "../base.js";
 import { quoteIdent } from "../harness.js";
 import type { BenchContext, BenchPayload, JobSink } from "../types.js";
 
-export const TASKQUEUE_WORKER = { workerCount: 100, prefetch: 1000 } as const;
+export const TASKQUEUE_WORKER = { workerCount: 100, prefetch: 1000, lockSessions: 2 } as const;
 
 /** A pino logger at `warn` whose lines become notes (each message once, with a count). */
 export function collectingLogger(note: (text: string) => void): Logger {
@@ -65,7 +65,8 @@ export function truncateSql(schema: string): string {
 
 export class TaskQueueAdapter extends QueueAdapter {
   readonly system = "taskqueue" as const;
-  readonly settings = "library TaskQueue, workerCount 100, prefetch 1000, per-job handler; pool 10";
+  readonly settings =
+    "library TaskQueue, workerCount 100, prefetch 1000, lockSessions 2, per-job handler; pool 10";
   readonly backend = "PostgreSQL";
   private readonly schema: string;
   private queue: TaskQueue | null = null;
