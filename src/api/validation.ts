@@ -127,8 +127,10 @@ function numericFields(schema: TSchema): Set<string> {
 const DIGITS = /^-?\d{1,20}$/;
 
 /**
- * Fastify validator compiler: TypeBox checks with every error listed, defaults filled in, no
- * coercion of bodies; digit strings of path and query parameters become numbers for integer fields.
+ * Fastify validator compiler: TypeBox checks with every error listed, no coercion of bodies; digit
+ * strings of path and query parameters become numbers for integer fields, and their defaults are
+ * filled in. Body defaults are not filled in here: the ledger applies the same documented defaults
+ * (validateJobSpec), and filling them walked every job of a batch a second time.
  */
 export const typeBoxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const check = TypeCompiler.Compile(schema);
@@ -143,7 +145,7 @@ export const typeBoxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schem
       }
       value = converted;
     }
-    if (check.Check(value)) return { value: Value.Default(schema, value) };
+    if (check.Check(value)) return { value: httpPart === "body" ? value : Value.Default(schema, value) };
     return { error: collectErrors(check.Errors(value)) };
   };
 };
