@@ -26,6 +26,23 @@ export class ConfigError extends TaskQueueError {
   }
 }
 
+/**
+ * The schema in the database is older than this version of taskqueue needs (run `taskqueue
+ * migrate`, or `migrate()`), or it is not migrated at all. Thrown by `Worker.start`.
+ */
+export class SchemaVersionError extends TaskQueueError {
+  constructor(
+    readonly schema: string,
+    readonly found: number,
+    readonly required: number,
+  ) {
+    super(
+      "schema_outdated",
+      `schema "${schema}" is at version ${found}; this taskqueue needs version ${required}: run \`taskqueue migrate\``,
+    );
+  }
+}
+
 /** One bad field of a job specification. `field` is a JSON-pointer-like path, e.g. `"payload/a/0"`. */
 export interface FieldProblem {
   field: string;

@@ -28,6 +28,11 @@ export interface Migration {
   sql: string;
 }
 
+/** The schema version this code needs: the last migration file's. */
+export function latestSchemaVersion(): number {
+  return loadMigrations().at(-1)?.version ?? 0;
+}
+
 /** Reads the migration files in version order. */
 export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
   return readdirSync(dir)

@@ -21,6 +21,7 @@ import {
   metrics,
   ping,
   pruneStats,
+  schemaVersion,
 } from "./sql/read.js";
 import {
   type DeadLetterJob,
@@ -275,6 +276,12 @@ export class Ledger {
   }
 
   /** Resolves if the database answers and the schema is migrated; rejects otherwise. */
+  /** The schema's applied migration version (0 when none). @throws the database error when the schema is missing. */
+  async schemaVersion(): Promise<number> {
+    const { rows } = await this.pool.query<{ version: number }>(schemaVersion(this.schema));
+    return rows[0]?.version ?? 0;
+  }
+
   async ping(): Promise<void> {
     await this.pool.query(ping(this.schema));
   }

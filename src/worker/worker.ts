@@ -11,7 +11,9 @@ import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import type { ResolvedConfig } from "../config.js";
+import { latestSchemaVersion } from "../db/migrate.js";
 import { reconnectDelayMs } from "../db/pool.js";
+import { SchemaVersionError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Ledger } from "../queue/ledger.js";
 import {
@@ -112,6 +114,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly typeSet: Set<string>;
   private identity: WorkerIdentity;
   private readonly lockTableShare: number;
+  /** Set when this worker is a lane of another. */
+  private readonly lane: WorkerOptions["lane"];
   /**
    * With `lockSessions` > 1: the lanes, one worker per lock session, each with its share of
    * `workerCount` and `prefetch`. This worker then only starts, stops and speaks for them.
@@ -137,6 +141,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private flushScheduled = false;
   private fencedWrites = 0;
   private started = false;
+  private starting: Promise<void> | null = null;
   private stopping = false;
   private stopPromise: Promise<StopReport> | null = null;
   private idleWaiters: (() => void)[] = [];
@@ -159,7 +164,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.id = options.lane?.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
     this.prefetch = Math.max(this.config.prefetch ?? this.config.workerCount, 1);
     this.lockTableShare = options.lane?.lockTableShare ?? LOCK_TABLE_SHARE;
-    const laneCount = Math.min(this.config.lockSessions, this.config.workerCount);
+    this.lane = options.lane;
+    // Every lane needs a handler slot and a job of the prefetch, or the process would hold more.
+    const laneCount = Math.min(this.config.lockSessions, this.config.workerCount, this.prefetch);
     if (!options.lane && laneCount > 1) {
       const share = (total: number, i: number) =>
         Math.floor(total / laneCount) + (i < total % laneCount ? 1 : 0);
@@ -214,7 +221,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.types.length === 0)
       throw new Error("no handlers registered: a worker needs at least one job type");
     this.started = true;
-    if (this.lanes) return this.startLanes(this.lanes);
+    this.starting = this.lanes ? this.startLanes(this.lanes) : this.startSession();
+    await this.starting;
+  }
+
+  /** Start of a single-session worker (or of one lane). */
+  private async startSession(): Promise<void> {
+    if (!this.lane) await this.checkSchemaVersion();
     await this.openSession();
     const session = this.session as LockSession | null;
     if (session) {
@@ -246,18 +259,26 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.wake();
   }
 
-  /** Starts every lane and passes their events on; a lane that fails to start stops the others. */
+  /** @throws {SchemaVersionError} unless the schema is at the version this code needs. */
+  private async checkSchemaVersion(): Promise<void> {
+    const required = latestSchemaVersion();
+    const found = await this.ledger.schemaVersion();
+    if (found < required) throw new SchemaVersionError(this.config.schema, found, required);
+  }
+
+  /** Starts every lane and passes their events on; if any fails to start, every lane is stopped. */
   private async startLanes(lanes: Worker[]): Promise<void> {
+    await this.checkSchemaVersion();
     for (const lane of lanes)
       for (const event of LANE_EVENTS)
         lane.on(event, (...args: unknown[]) =>
           (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args),
         );
-    try {
-      await Promise.all(lanes.map((lane) => lane.start()));
-    } catch (error) {
+    const results = await Promise.allSettled(lanes.map((lane) => lane.start()));
+    const failure = results.find((r) => r.status === "rejected");
+    if (failure) {
       await Promise.all(lanes.map((lane) => lane.stop(0)));
-      throw error;
+      throw failure.reason;
     }
     this.logger.info(
       { workerId: this.id, lockSessions: lanes.length, concurrency: this.config.workerCount },
@@ -643,6 +664,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async doStop(graceSeconds: number): Promise<StopReport> {
     this.stopping = true;
+    // A stop during start waits for it, so that whatever it opened is closed below.
+    await this.starting?.catch(() => undefined);
     if (this.lanes) {
       const reports = await Promise.all(this.lanes.map((lane) => lane.stop(graceSeconds)));
       const report = {
@@ -695,6 +718,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
     await this.reaping;
+    // A failure in the last flush may have armed a retry wake-up; nothing is left to wake.
+    if (this.retryWake) clearTimeout(this.retryWake.timer);
+    this.retryWake = null;
     const session = this.session;
     this.session = null;
     if (session && !session.isLost) {

@@ -53,6 +53,23 @@ describe("retry", () => {
     assert.ok(wait > 1.9 && wait <= 2, `first retry waits base * 2^0 = 2 s, got ${wait}`);
   });
 
+  it("a retry due at once (no backoff) wakes the workers on the channel", async () => {
+    const job = await db.ledger.addJob({ type: "retry_test" });
+    const listener = await db.pool.connect();
+    try {
+      await listener.query(`LISTEN "${db.config.notifyChannel}"`);
+      const woken = new Promise<string | undefined>((resolve) =>
+        listener.once("notification", (m) => resolve(m.payload)),
+      );
+      const outcome = await failOnce(job.id, "boom", { ...policy, backoffBaseSeconds: 0 });
+      assert.equal(outcome?.status, "pending");
+      assert.equal(await woken, "retry_test");
+    } finally {
+      await listener.query("UNLISTEN *");
+      listener.release();
+    }
+  });
+
   it("attempt increments on each failure and the history records each one", async () => {
     const job = await db.ledger.addJob({ type: "retry_test", maxRetries: 5 });
     for (let i = 0; i < 3; i++) await failOnce(job.id, `failure ${i}`);

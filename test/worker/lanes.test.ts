@@ -3,7 +3,15 @@
  * writes its own batches, and together they keep every guarantee of one worker.
  */
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { after, before, it } from "node:test";
+import type { ResolvedConfig } from "../../src/config.js";
+import { migrate } from "../../src/db/migrate.js";
+import { SchemaVersionError } from "../../src/errors.js";
+import { createLogger } from "../../src/log.js";
+import { Ledger } from "../../src/queue/ledger.js";
+import { HandlerRegistry } from "../../src/worker/registry.js";
+import { Worker } from "../../src/worker/worker.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent, waitForEvents } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";
@@ -83,4 +91,80 @@ it("stopping a worker with two lock sessions gives back what each lane holds", a
   const pending = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'pending'");
   assert.equal(pending[0]?.n, 10);
   assert.deepEqual(await db.ledger.heldJobLocks(), []);
+});
+
+/** A worker on `ledger`'s schema that is not started yet. */
+function unstartedWorker(config: Partial<ResolvedConfig>, ledger = db.ledger): Worker {
+  return new Worker({
+    config: { ...db.config, ...config, databaseUrl: db.config.databaseUrl as string },
+    registry: new HandlerRegistry().register("noop", () => null),
+    ledger,
+    logger: createLogger("silent"),
+  });
+}
+
+/** Lock sessions of `workerId` (and its lanes) still connected. */
+async function openSessions(workerId: string): Promise<number> {
+  const rows = await db.sql<{ n: number }>(
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'taskqueue lock session ' || $1 || '%'",
+    [workerId],
+  );
+  return rows[0]?.n ?? -1;
+}
+
+it("a stop while the lanes are still starting closes every session and leaves no worker row", async () => {
+  const worker = unstartedWorker({ lockSessions: 2, workerCount: 2 });
+  const starting = worker.start();
+  await worker.stop(0);
+  await starting;
+  assert.equal(await openSessions(worker.id), 0, "no lock session left open");
+  assert.equal((await db.ledger.metrics(30)).activeWorkers, 0, "no worker row left");
+});
+
+it("never more lanes than jobs to hold: prefetch 2 with four lock sessions runs two lanes", async () => {
+  const worker = await startWorker(db, { config: { lockSessions: 4, workerCount: 4, prefetch: 2 } });
+  try {
+    let held = 0;
+    const claimed = waitForEvent<[{ jobs: unknown[] }]>(worker, "job:claimed", (e) => {
+      held += e.jobs.length;
+      return held >= 2;
+    });
+    await db.ledger.addJobs(
+      Array.from({ length: 6 }, () => ({ type: "slow", payload: { sleep_seconds: 30 } })),
+    );
+    await claimed;
+    const rows = await db.sql<{ n: number }>(
+      "SELECT count(*)::int AS n FROM jobs WHERE status IN ('claimed', 'running')",
+    );
+    assert.equal(rows[0]?.n, 2, "the process holds at most prefetch jobs");
+    assert.equal((await db.ledger.metrics(30)).activeWorkers, 2);
+  } finally {
+    await worker.stop(0);
+  }
+  await db.sql("DELETE FROM jobs");
+});
+
+it("a worker refuses to start on a schema older than it needs, and says what to run", async () => {
+  const schema = `tq_test_v1_${randomBytes(4).toString("hex")}`;
+  await migrate(db.pool, { schema, notifyChannel: `${schema}_jobs`, toVersion: 1 });
+  try {
+    for (const lockSessions of [1, 2]) {
+      const worker = unstartedWorker(
+        { schema, notifyChannel: `${schema}_jobs`, lockSessions, workerCount: 2 },
+        new Ledger(db.pool, schema),
+      );
+      await assert.rejects(
+        worker.start(),
+        (error: unknown) =>
+          error instanceof SchemaVersionError &&
+          error.found === 1 &&
+          error.required >= 2 &&
+          /taskqueue migrate/.test(error.message),
+      );
+      await worker.stop(0);
+      assert.equal(await openSessions(worker.id), 0, "nothing was opened");
+    }
+  } finally {
+    await db.pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+  }
 });

@@ -91,7 +91,8 @@ const refusedAndUnlocked = (lockClass: string) =>
      FROM i LEFT JOIN done ON done.id = i.id`;
 
 /**
- * Fenced failure of a batch (retry with backoff, or dead-letter in the same statement), then unlock.
+ * Fenced failure of a batch (retry with backoff, or dead-letter in the same statement), then unlock;
+ * retries already due (no backoff) wake the workers.
  * $1 ids, $2 attempts, $3 errors text[], $4 run times float8[] ms, $5 worker id, $6 lock class,
  * $7 backoff base s, $8 backoff max s, $9 jitter. Returns input ids with `applied`, new `status`
  * and, for retries, `retry_in_seconds` (by the database clock).
@@ -114,7 +115,7 @@ export const failJobs = (schema: string): Statement =>
      SELECT i.id, failed.id IS NOT NULL AS applied, failed.status,
             greatest(extract(epoch FROM failed.run_at - now()), 0)::float8 AS retry_in_seconds,
             pg_advisory_unlock(${lockKey("$6", "i.id")}) AS unlocked
-     FROM i LEFT JOIN failed ON failed.id = i.id`,
+     FROM i LEFT JOIN failed ON failed.id = i.id CROSS JOIN ${wakeForDue("failed")} AS woke`,
   );
 
 /**

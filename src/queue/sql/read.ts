@@ -99,6 +99,10 @@ export const pruneStats = (schema: string): Statement =>
     `DELETE FROM $S.job_stats WHERE bucket < now() - make_interval(secs => $1::float8)`,
   );
 
+/** The schema's applied version (0: none). */
+export const schemaVersion = (schema: string): Statement =>
+  statement(schema, "schema_version", `SELECT coalesce(max(version), 0)::int AS version FROM $S.migrations`);
+
 /** Readiness probe: the database answers and the schema is migrated. */
 export const ping = (schema: string): Statement =>
   statement(schema, "ping", `SELECT count(*)::int AS n FROM $S.migrations`);
