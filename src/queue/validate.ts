@@ -99,6 +99,24 @@ export function findUnstorableString(value: unknown, path: string): string | nul
   return null;
 }
 
+/** True if JSON.stringify would meet NaN or ±Infinity in `value` (after toJSON, as it does). */
+function hasNonFiniteNumber(value: unknown, key: string): boolean {
+  let inner = value;
+  if (
+    inner !== null &&
+    typeof inner === "object" &&
+    typeof (inner as { toJSON?: unknown }).toJSON === "function"
+  )
+    inner = (inner as { toJSON(key: string): unknown }).toJSON(key);
+  if (typeof inner === "number") return !Number.isFinite(inner);
+  if (Array.isArray(inner)) return inner.some((item, i) => hasNonFiniteNumber(item, String(i)));
+  if (inner !== null && typeof inner === "object") {
+    const record = inner as Record<string, unknown>;
+    return Object.keys(record).some((k) => hasNonFiniteNumber(record[k], k));
+  }
+  return false;
+}
+
 /**
  * Serialises a value as the JSON that jsonb will store, or says why it cannot be stored:
  * not JSON-serialisable (undefined, functions, cycles, BigInt, non-finite numbers) or
@@ -107,14 +125,15 @@ export function findUnstorableString(value: unknown, path: string): string | nul
 export function toStorableJson(value: unknown, field: string): { json: string } | { problem: FieldProblem } {
   let json: string | undefined;
   try {
-    json = JSON.stringify(value === undefined ? null : value, (_key, inner: unknown) => {
-      if (typeof inner === "number" && !Number.isFinite(inner)) throw new Error("non-finite number");
-      return inner;
-    });
+    json = JSON.stringify(value === undefined ? null : value);
   } catch (error) {
     return { problem: { field, message: `is not JSON-serialisable (${(error as Error).message})` } };
   }
   if (json === undefined) return { problem: { field, message: "is not JSON-serialisable" } };
+  // JSON.stringify writes NaN and ±Infinity as null without a word: only where the text has a null
+  // is the value walked for them (a replacer function would have cost every key of every payload).
+  if (json.includes("null") && hasNonFiniteNumber(value, ""))
+    return { problem: { field, message: "is not JSON-serialisable (non-finite number)" } };
   // Cheap pre-filter on the JSON text (escaped NUL or surrogate), confirmed by walking the value.
   if (/\\u(0000|d[89a-f])/i.test(json)) {
     const at = findUnstorableString(value, field);

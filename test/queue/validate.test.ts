@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { JobValidationError } from "../../src/errors.js";
+import type { JsonValue } from "../../src/queue/types.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 
 let db: TestDb;
@@ -34,6 +35,13 @@ describe("library validation", () => {
     await rejectsWith(db.ledger.addJob({ type: "noop", payload: { a: ["x", "y\u0000"] } }), "payload/a/1");
     await rejectsWith(db.ledger.addJob({ type: "noop", payload: { lone: "\ud800" } }), "payload/lone");
     await rejectsWith(db.ledger.addJob({ type: "noop", payload: { n: Number.NaN } }), "payload");
+    // NaN and ±Infinity anywhere, beside real nulls or behind toJSON, would silently become null.
+    const hidden = { a: null, b: [1, { c: Number.NEGATIVE_INFINITY }] };
+    await rejectsWith(db.ledger.addJob({ type: "noop", payload: hidden }), "payload");
+    const viaToJson = { at: { toJSON: () => Number.POSITIVE_INFINITY } } as unknown as JsonValue;
+    await rejectsWith(db.ledger.addJob({ type: "noop", payload: viaToJson }), "payload");
+    const fine = await db.ledger.addJob({ type: "noop", payload: { a: null, when: new Date(0) as never } });
+    assert.deepEqual(fine.payload, { a: null, when: "1970-01-01T00:00:00.000Z" });
   });
 
   it("refuses unknown fields, such as the HTTP spelling or a typo", async () => {
