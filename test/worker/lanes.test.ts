@@ -91,6 +91,7 @@ it("stopping a worker with two lock sessions gives back what each lane holds", a
   const pending = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'pending'");
   assert.equal(pending[0]?.n, 10);
   assert.deepEqual(await db.ledger.heldJobLocks(), []);
+  await db.sql("DELETE FROM jobs");
 });
 
 /** A worker on `ledger`'s schema that is not started yet. */
@@ -122,6 +123,7 @@ it("a stop while the lanes are still starting closes every session and leaves no
 });
 
 it("never more lanes than jobs to hold: prefetch 2 with four lock sessions runs two lanes", async () => {
+  await db.sql("DELETE FROM jobs");
   const worker = await startWorker(db, { config: { lockSessions: 4, workerCount: 4, prefetch: 2 } });
   try {
     let held = 0;
