@@ -250,7 +250,8 @@ async function main(): Promise<number> {
       `with ${options.finishedRows.toLocaleString("en-US")} finished jobs ÷ mean of the empty-table medians before and after. ` +
       "Before each measured phase every table of the system is VACUUM ANALYZEd (autovacuum's work; it may be off on the server).",
     "",
-    "taskqueue ÷ best PostgreSQL peer (among pg-boss, pg-boss-batch, graphile-worker, bullmq), ÷ sql-floor" +
+    "taskqueue ÷ best PostgreSQL peer (among pg-boss, pg-boss-batch, graphile-worker, bullmq; for the drain, " +
+      "among the per-job ones: pg-boss, graphile-worker, bullmq), ÷ sql-floor" +
       (reports.some((r) => r.row.system === "bullmq-redis") ? ", ÷ bullmq-redis (Redis reference)" : "") +
       ":",
     "",

@@ -21,6 +21,9 @@ export type SystemName = (typeof SYSTEMS)[number];
 /** The peers taskqueue is compared with ("best peer" is taken among these). */
 export const PEERS: readonly SystemName[] = ["pg-boss", "pg-boss-batch", "graphile-worker", "bullmq"];
 
+/** The peers that run one handler call per job (the drain's "best peer" is taken among these). */
+export const PER_JOB_PEERS: readonly SystemName[] = ["pg-boss", "graphile-worker", "bullmq"];
+
 /** Measurements, in the order of the issue: (a) … (e). */
 export type Phase = "enqueueBulk" | "enqueueSingle" | "drain" | "pickup" | "claim1m";
 
