@@ -275,7 +275,6 @@ async function main(): Promise<number> {
   const meta = {
     command: commandLine(argv),
     node_command: nodeCommand(argv),
-    node_binary: process.execPath,
     date: started.toISOString(),
     finished: new Date().toISOString(),
     node: process.version,
