@@ -1,5 +1,5 @@
 import { countStatuses } from "./accounting.js";
-import { lockKey, type Statement, statement } from "./statement.js";
+import { fence, lockKey, type Statement, statement } from "./statement.js";
 
 /**
  * The claim protocol (DESIGN.md §5), one statement, one round trip, on the worker's lock session:
@@ -57,7 +57,7 @@ export const markRunning = (schema: string): Statement =>
     `UPDATE $S.jobs AS j
      SET status = 'running', started_at = now(), heartbeat_at = now()
      FROM unnest($1::bigint[], $2::int[]) AS i(id, attempt)
-     WHERE j.id = i.id AND j.attempt = i.attempt AND j.worker_id = $3 AND j.status = 'claimed'
+     WHERE ${fence({ idsParam: "$1", workerParam: "$3", heldStatuses: "'claimed'" })}
      RETURNING j.id`,
   );
 
@@ -77,7 +77,7 @@ export const heartbeat = (schema: string): Statement =>
      )
      UPDATE $S.jobs AS j SET heartbeat_at = now()
      FROM unnest($7::bigint[], $8::int[]) AS i(id, attempt)
-     WHERE j.id = i.id AND j.attempt = i.attempt AND j.worker_id = $1 AND j.status IN ('claimed', 'running')
+     WHERE ${fence({ idsParam: "$7", workerParam: "$1", heldStatuses: "'claimed', 'running'" })}
      RETURNING j.id`,
   );
 

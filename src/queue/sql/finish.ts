@@ -1,5 +1,5 @@
 import { countStatuses, recordStats, wakeForDue } from "./accounting.js";
-import { JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
+import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
 
 /**
  * A failed attempt, shared by handler failures and reaped jobs (DESIGN.md §4): the attempt count
@@ -43,12 +43,9 @@ function failedAttemptCounts(cte: string) {
      )`;
 }
 
-/**
- * The fence of every write after a claim: this job, this attempt, this worker, still held. The
- * held-status condition also lets the planner reach the rows through the small jobs_stale_idx.
- */
-const fence = (workerParam: string) =>
-  `j.id = i.id AND j.attempt = i.attempt AND j.worker_id = ${workerParam} AND j.status IN ('claimed', 'running')`;
+/** The fence of the held-job writes of this module (see `fence`): $1 ids, held = claimed or running. */
+const held = (workerParam: string) =>
+  fence({ idsParam: "$1", workerParam, heldStatuses: "'claimed', 'running'" });
 
 /**
  * Fenced completion of a batch, then unlock, in one statement on the lock session.
@@ -76,7 +73,7 @@ const completionCtes = (p: { workerId: string }) =>
        UPDATE $S.jobs AS j
        SET status = 'done', result = i.result, completed_at = now(), heartbeat_at = now(),
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
-       FROM i WHERE ${fence(p.workerId)}
+       FROM i WHERE ${held(p.workerId)}
        RETURNING j.id, extract(epoch FROM j.completed_at - j.started_at)::float8 AS exec_seconds
      ), done_counted AS (
        ${countStatuses("SELECT 'done'::text, count(*) FROM done")}
@@ -107,7 +104,7 @@ export const failJobs = (schema: string): Statement =>
        UPDATE $S.jobs AS j
        SET ${failedAttemptSet({ error: "i.error", workerId: "$5::text", base: "$7", max: "$8", jitter: "$9" })},
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
-       FROM i WHERE ${fence("$5")}
+       FROM i WHERE ${held("$5")}
        RETURNING j.*
      ), dead AS (
        ${deadLetterInsert("failed")}
@@ -132,7 +129,7 @@ export const releaseJobs = (schema: string): Statement =>
      ), released AS (
        UPDATE $S.jobs AS j
        SET status = 'pending', claimed_at = NULL, started_at = NULL, heartbeat_at = NULL
-       FROM i WHERE ${fence("$3")}
+       FROM i WHERE ${held("$3")}
        RETURNING j.id, j.type, j.status, j.run_at
      ), counted AS (
        ${countStatuses("SELECT 'pending'::text, count(*) FROM released")}
