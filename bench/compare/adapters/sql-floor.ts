@@ -2,14 +2,15 @@
  * sql-floor: the least SQL a job needs on taskqueue's own schema (migrated with our migrate()), with
  * taskqueue's own statements imported from dist/src/queue/sql (never copied): drain is one plain
  * `pg` client looping { claimJobs LIMIT 1000 (SKIP LOCKED + pg_try_advisory_lock), completeJobs
- * (done + unlock) } until every job is done. Pickup: the same client LISTENs on the schema's
- * channel and runs that loop on each notification. Enqueue: enqueueJobs / enqueueJob on a 10-
- * connection pool (taskqueue's pool size), without the library's validation and row mapping.
+ * (done + unlock) } until every job is done, under the planner settings of a lock session
+ * (`lockSessionSettings`). Pickup: the same client LISTENs on the schema's channel and runs that
+ * loop on each notification. Enqueue: enqueueJobs / enqueueJob on a 10-connection pool
+ * (taskqueue's pool size), without the library's validation and row mapping.
  */
 import pg from "pg";
 import { migrate } from "../../../src/db/migrate.js";
 import { lockClassFor } from "../../../src/queue/lock-class.js";
-import { claimJobs } from "../../../src/queue/sql/claim.js";
+import { claimJobs, lockSessionSettings } from "../../../src/queue/sql/claim.js";
 import { enqueueJob, enqueueJobs } from "../../../src/queue/sql/enqueue.js";
 import { completeJobs } from "../../../src/queue/sql/finish.js";
 import { QueueAdapter, type StopWorkers } from "../base.js";
@@ -58,6 +59,8 @@ export class SqlFloorAdapter extends QueueAdapter {
     });
     this.client.on("error", () => undefined);
     await this.client.connect();
+    // The planner settings every taskqueue lock session runs its statements under.
+    await this.client.query(lockSessionSettings);
   }
 
   protected insertBatch(payloads: BenchPayload[]): Promise<unknown> {
