@@ -5,7 +5,8 @@
  * UPDATE trigger whose transition tables copied every old and new row (docs/performance.md).
  *
  * Counted statuses: pending, done, dead, cancelled (inserts and deletes count through triggers).
- * Held statuses (claimed, running) are counted live from jobs_stale_idx by the metrics query.
+ * Held statuses (claimed, running) are counted live through jobs_stale_idx by the metrics query
+ * (held jobs are bounded by the lock table).
  * Every statement that changes `status` must use {@link countStatuses}; test/queue/metrics.test.ts
  * checks the counters against a full count after every path.
  */
