@@ -142,6 +142,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private fencedWrites = 0;
   private started = false;
   private starting: Promise<void> | null = null;
+  /** Jobs a claim in flight at stop() brought back: given back at once, part of the stop report. */
+  private readonly claimedWhileStopping: number[] = [];
   private stopping = false;
   private stopPromise: Promise<StopReport> | null = null;
   private idleWaiters: (() => void)[] = [];
@@ -365,8 +367,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
         if (generation === this.generation) {
           // (else the session was lost meanwhile: the locks are gone, the reaper returns the jobs)
           for (const job of jobs) {
-            if (this.stopping) this.releaseQueue.push({ id: job.id, attempt: job.attempt });
-            else this.buffer.push({ job, generation });
+            if (this.stopping) {
+              this.releaseQueue.push({ id: job.id, attempt: job.attempt });
+              this.claimedWhileStopping.push(job.id);
+            } else this.buffer.push({ job, generation });
           }
           if (this.stopping) this.scheduleFlush();
         }
@@ -680,7 +684,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.retryWake) clearTimeout(this.retryWake.timer);
     await this.listener?.stop();
     await this.claiming;
-    const releasedJobIds = this.buffer.filter((b) => b.generation === this.generation).map((b) => b.job.id);
+    const releasedJobIds = [
+      ...this.claimedWhileStopping,
+      ...this.buffer.filter((b) => b.generation === this.generation).map((b) => b.job.id),
+    ];
     for (const { job, generation } of this.buffer)
       if (generation === this.generation) this.releaseQueue.push({ id: job.id, attempt: job.attempt });
     this.buffer = [];
