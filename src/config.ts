@@ -243,7 +243,10 @@ export function configFromEnv(
     const rule = RULES[error.field as keyof ResolvedConfig];
     if (!rule || error.field in overrides) throw error;
     let message = error.message.slice(error.field.length + 2);
-    for (const [field, other] of Object.entries(RULES)) message = message.replaceAll(field, other.env);
+    // Other option fields named in the message (camelCase words such as backoffBaseSeconds) become
+    // their variables; plain words ("schema") stay as they are.
+    for (const [field, other] of Object.entries(RULES))
+      if (/[A-Z]/.test(field)) message = message.replace(new RegExp(`\\b${field}\\b`, "g"), other.env);
     throw new ConfigError(rule.env, message);
   }
 }

@@ -256,6 +256,14 @@ async function main(): Promise<number> {
       ":",
     "",
     ratioTable(reports),
+    ...(reports.some((r) => r.row.system === "taskqueue-2-sessions")
+      ? [
+          "",
+          "The same for two lock sessions per worker process:",
+          "",
+          ratioTable(reports, "taskqueue-2-sessions"),
+        ]
+      : []),
     "",
     "notes:",
     notesText(reports),

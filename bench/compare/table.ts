@@ -78,16 +78,16 @@ function ratioText(ours: number | null, theirs: number | null, column: Column): 
   return `${number(ratio, 2)}× (${verdict})`;
 }
 
-/** taskqueue ÷ best peer, ÷ sql-floor and ÷ bullmq-redis, per column. */
-export function ratioTable(reports: SystemReport[]): string {
+/** `system` (a taskqueue row) ÷ best peer, ÷ sql-floor and ÷ bullmq-redis, per column. */
+export function ratioTable(reports: SystemReport[], system: SystemName = "taskqueue"): string {
   const byName = new Map(reports.map((r) => [r.row.system, r]));
-  const ours = byName.get("taskqueue");
-  if (!ours) return "(taskqueue did not run: no ratios)";
+  const ours = byName.get(system);
+  if (!ours) return `(${system} did not run: no ratios)`;
   const floor = byName.get("sql-floor");
   const redis = byName.get("bullmq-redis");
   const header = [
     "column",
-    "taskqueue",
+    system,
     "best peer",
     "peer value",
     "taskqueue ÷ peer",

@@ -8,6 +8,7 @@ import type { Admin } from "./harness.js";
 /** Rows of the comparison, in the order they run and print. */
 export const SYSTEMS = [
   "taskqueue",
+  "taskqueue-2-sessions",
   "taskqueue-http",
   "pg-boss",
   "pg-boss-batch",

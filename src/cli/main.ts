@@ -20,9 +20,15 @@ const integer = (name: string) => (value: string) => {
   return n;
 };
 
+/** Defaults that are not constants: what an unset variable falls back to. */
+const DEFAULT_OF: Record<string, string> = {
+  DATABASE_URL: "(none: npm start / taskqueue start run an embedded PostgreSQL)",
+  WORKER_PREFETCH: "WORKER_COUNT",
+};
+
 function envHelp(): string {
   const rows = environmentVariables().map(
-    (v) => `  ${v.env.padEnd(28)} ${v.default === undefined ? "" : String(v.default)}`,
+    (v) => `  ${v.env.padEnd(28)} ${v.default === undefined ? (DEFAULT_OF[v.env] ?? "") : String(v.default)}`,
   );
   return `\nEnvironment (variable, default):\n${rows.join("\n")}\n`;
 }

@@ -169,6 +169,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.lane = options.lane;
     // Every lane needs a handler slot and a job of the prefetch, or the process would hold more.
     const laneCount = Math.min(this.config.lockSessions, this.config.workerCount, this.prefetch);
+    if (!options.lane && laneCount < this.config.lockSessions)
+      this.logger.warn(
+        {
+          lockSessions: this.config.lockSessions,
+          workerCount: this.config.workerCount,
+          prefetch: this.prefetch,
+          running: laneCount,
+        },
+        "fewer lock sessions than asked: every lock session needs a handler slot and a job of the prefetch",
+      );
     if (!options.lane && laneCount > 1) {
       const share = (total: number, i: number) =>
         Math.floor(total / laneCount) + (i < total % laneCount ? 1 : 0);

@@ -30,6 +30,9 @@ after(async () => {
   await queue.close();
   await server.stop();
   await rm(server.dataDir, { recursive: true, force: true });
+  // The embedded server keeps its password and owner files beside the data directory.
+  await rm(`${server.dataDir}.password`, { force: true });
+  await rm(`${server.dataDir}.owner`, { force: true });
 });
 
 it("a worker survives a PostgreSQL restart and runs jobs enqueued afterwards", async () => {

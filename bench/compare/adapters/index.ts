@@ -8,6 +8,8 @@ export async function createAdapter(system: SystemName, ctx: BenchContext): Prom
   switch (system) {
     case "taskqueue":
       return new (await import("./taskqueue.js")).TaskQueueAdapter(ctx);
+    case "taskqueue-2-sessions":
+      return new (await import("./taskqueue.js")).TaskQueueAdapter(ctx, 2);
     case "taskqueue-http":
       return new (await import("./taskqueue-http.js")).TaskQueueHttpAdapter(ctx);
     case "pg-boss":

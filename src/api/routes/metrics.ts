@@ -55,7 +55,10 @@ export class PrometheusMetrics {
     const gauge = <L extends string = string>(name: string, help: string, labelNames: L[] = []) =>
       new Gauge<L>({ name: `taskqueue_${name}`, help, labelNames, registers });
     this.depth = gauge("queue_depth", "Jobs per status.", ["status"]);
-    this.activeWorkers = gauge("active_workers", "Worker processes with a fresh heartbeat.");
+    this.activeWorkers = gauge(
+      "active_workers",
+      "Worker lock sessions (one per worker process, or per lane) with a fresh heartbeat.",
+    );
     this.jobsPerSecond = gauge("jobs_per_second", "Jobs completed per second over the trailing window.");
     this.errorRate = gauge("error_rate", "Failed attempts / finished attempts over the trailing window.");
     this.averageExecution = gauge(
