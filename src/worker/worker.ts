@@ -631,6 +631,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const dropped = this.buffer.length;
     this.buffer = [];
     this.startQueue = [];
+    // Outcomes queued but not yet written belong to the lost session's claims: never hand them in
+    // through the next session, which would pass the row fence (same worker id) without the lock.
+    for (const item of [...this.doneQueue, ...this.failQueue, ...this.releaseQueue])
+      this.fenced(item.id, "session lost");
+    this.doneQueue = [];
+    this.failQueue = [];
+    this.releaseQueue = [];
     // Their locks are gone: stop the handlers and the heartbeats, so the reaper can hand the jobs
     // out again once their heartbeat is stale.
     for (const entry of this.running.values()) {
