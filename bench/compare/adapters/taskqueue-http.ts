@@ -1,30 +1,49 @@
 /**
- * taskqueue's HTTP API, enqueue figures only: `buildApp` (dist/src/api/app.js) served in-process on
- * a free loopback port, driven with node:http and a keep-alive agent (64 sockets). Bulk: POST
- * /jobs/batch with 1,000 jobs per request, one request at a time; single: POST /jobs, 50 requests in
- * flight. Workers are the library's, measured in the `taskqueue` row. The client shares the
- * server's process and event loop: fetch (undici) cost as much CPU per request as the server and
- * halved the single-enqueue figure (measured: 2,700 against 5,200 requests/s), so the lighter
- * client is used; the server is what is measured.
+ * taskqueue's HTTP API, enqueue figures only, as users run it: `taskqueue api` (dist/src/cli/main.js)
+ * in its own process on a free loopback port, with the same Node binary, driven from this process
+ * with node:http and a keep-alive agent (64 sockets). Bulk: POST /jobs/batch with 1,000 jobs per
+ * request, one request at a time; single: POST /jobs, 50 requests in flight. Workers are the
+ * library's, measured in the `taskqueue` row. Measured here: with client and server sharing one
+ * process, the client's work came out of the server's time (fetch cost as much CPU per request as
+ * the server, and even node:http took a third of a bulk request's time).
  */
+import { type ChildProcess, spawn } from "node:child_process";
 import { Agent, request } from "node:http";
-import type { FastifyInstance } from "fastify";
-import { buildApp } from "../../../src/api/app.js";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
 import type { TaskQueue } from "../../../src/index.js";
 import { QueueAdapter, type StopWorkers } from "../base.js";
+import { sleep } from "../harness.js";
 import type { BenchContext, BenchPayload } from "../types.js";
 import { openTaskQueue, truncateSql } from "./taskqueue.js";
 
 const ENQUEUE_ONLY = "enqueue-only row: the HTTP API runs no workers (see the taskqueue row)";
+const CLI = fileURLToPath(new URL("../../../src/cli/main.js", import.meta.url));
+const READY_TIMEOUT_MS = 30_000;
+
+/** A TCP port nothing listens on right now (bound and released). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.on("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      probe.close(() =>
+        address && typeof address !== "string" ? resolve(address.port) : reject(new Error("no port")),
+      );
+    });
+  });
+}
 
 export class TaskQueueHttpAdapter extends QueueAdapter {
   readonly system = "taskqueue-http" as const;
   readonly settings =
-    "Fastify buildApp in-process, node:http keep-alive client; POST /jobs/batch 1,000 · POST /jobs";
+    "taskqueue api in its own process, node:http keep-alive client; POST /jobs/batch 1,000 · POST /jobs";
   readonly backend = "PostgreSQL";
   private readonly schema: string;
   private queue: TaskQueue | null = null;
-  private app: FastifyInstance | null = null;
+  private server: ChildProcess | null = null;
+  private serverLog = "";
   private base = "";
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -37,12 +56,44 @@ export class TaskQueueHttpAdapter extends QueueAdapter {
   }
 
   async setup(): Promise<void> {
+    // Migrates the schema; its pool also clears the table between phases.
     this.queue = await openTaskQueue(this.ctx, this.schema, (t) => this.note(t));
-    this.app = await buildApp({ ledger: this.queue.ledger, config: this.queue.config });
-    await this.app.listen({ host: "127.0.0.1", port: 0 });
-    const address = this.app.server.address();
-    if (!address || typeof address === "string") throw new Error("API did not bind a TCP port");
-    this.base = `http://127.0.0.1:${address.port}`;
+    const port = await freePort();
+    this.base = `http://127.0.0.1:${port}`;
+    const server = spawn(process.execPath, [CLI, "api", "--no-migrate"], {
+      env: {
+        ...process.env,
+        DATABASE_URL: this.ctx.databaseUrl,
+        TASKQUEUE_SCHEMA: this.schema,
+        TASKQUEUE_NOTIFY_CHANNEL: `${this.schema}_jobs`,
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        LOG_LEVEL: "warn",
+      },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    this.server = server;
+    server.stderr?.on("data", (chunk: Buffer) => {
+      this.serverLog = `${this.serverLog}${chunk.toString("utf8")}`.slice(-2000);
+    });
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    while (!(await this.ready())) {
+      if (server.exitCode !== null || Date.now() > deadline)
+        throw new Error(`taskqueue api did not become ready: ${this.serverLog.trim().slice(-300)}`);
+      await sleep(50);
+    }
+  }
+
+  /** True once GET /ready answers 200. */
+  private ready(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const req = request(`${this.base}/ready`, { agent: this.agent }, (response) => {
+        response.resume();
+        response.on("end", () => resolve(response.statusCode === 200));
+      });
+      req.on("error", () => resolve(false));
+      req.end();
+    });
   }
 
   private async post(path: string, body: unknown): Promise<void> {
@@ -95,8 +146,17 @@ export class TaskQueueHttpAdapter extends QueueAdapter {
 
   protected async close(): Promise<void> {
     this.agent.destroy();
-    await this.app?.close();
-    this.app = null;
+    const server = this.server;
+    this.server = null;
+    if (server && server.exitCode === null) {
+      const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()));
+      server.kill("SIGTERM");
+      const stopped = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
+      if (!stopped) {
+        this.note("taskqueue api did not stop within 10 s of SIGTERM; killed");
+        server.kill("SIGKILL");
+      }
+    }
     await this.queue?.close();
     this.queue = null;
     await this.ctx.admin.dropSchema(this.schema);
