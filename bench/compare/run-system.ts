@@ -19,7 +19,15 @@ import {
   untilAborted,
   within,
 } from "./harness.js";
-import type { BenchContext, Missing, ResultRow, SystemAdapter, SystemName, SystemReport } from "./types.js";
+import {
+  type BenchContext,
+  blankReport,
+  type Missing,
+  type ResultRow,
+  type SystemAdapter,
+  type SystemName,
+  type SystemReport,
+} from "./types.js";
 
 /** Message from this child to run.ts. */
 export type ChildMessage = { type: "progress" | "done"; report: SystemReport };
@@ -47,29 +55,8 @@ class SystemRun {
     readonly runId: string,
     readonly log: (message: string) => void,
   ) {
-    this.report = {
-      row: {
-        system: adapter.system,
-        settings: adapter.settings,
-        enqueue_bulk_per_s: null,
-        enqueue_single_per_s: null,
-        drain_per_s: null,
-        pickup_p50_ms: null,
-        pickup_p99_ms: null,
-        claim_latency_ratio_1m: null,
-      },
-      backend: adapter.backend,
-      missing: {},
-      drainRuns: [],
-      claim: {
-        emptyBeforeMs: null,
-        seededMedianMs: null,
-        emptyAfterMs: null,
-        emptyMedianMs: null,
-        seedSeconds: null,
-      },
-      notes: adapter.notes,
-    };
+    this.report = blankReport(adapter.system, adapter.settings, adapter.backend);
+    this.report.notes = adapter.notes;
   }
 
   private send(type: ChildMessage["type"]): void {

@@ -13,11 +13,12 @@ import { cpus, loadavg, totalmem } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
+import { processAlive as alive } from "../../src/db/embedded.js";
 import { HelpRequested, parseOptions, type RunOptions, USAGE } from "./cli.js";
 import { Admin, describe, within } from "./harness.js";
 import type { ChildMessage } from "./run-system.js";
 import { figuresTable, notesText, ratioTable } from "./table.js";
-import type { ResultRow, SystemName, SystemReport } from "./types.js";
+import { blankReport, type ResultRow, type SystemName, type SystemReport } from "./types.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url)); // dist/bench/compare
 const ROOT = join(HERE, "..", "..", "..");
@@ -29,33 +30,11 @@ const log = (message: string) =>
 
 /** A report for a system whose child produced nothing. */
 function emptyReport(system: SystemName, reason: string): SystemReport {
-  const row: ResultRow = {
-    system,
-    settings: "",
-    enqueue_bulk_per_s: null,
-    enqueue_single_per_s: null,
-    drain_per_s: null,
-    pickup_p50_ms: null,
-    pickup_p99_ms: null,
-    claim_latency_ratio_1m: null,
-  };
-  const missing: SystemReport["missing"] = {};
-  for (const key of Object.keys(row) as (keyof ResultRow)[])
-    if (key !== "system" && key !== "settings") missing[key] = { kind: "failed", reason };
-  return {
-    row,
-    backend: "?",
-    missing,
-    drainRuns: [],
-    claim: {
-      emptyBeforeMs: null,
-      seededMedianMs: null,
-      emptyAfterMs: null,
-      emptyMedianMs: null,
-      seedSeconds: null,
-    },
-    notes: [reason],
-  };
+  const report = blankReport(system, "", "?");
+  for (const key of Object.keys(report.row) as (keyof ResultRow)[])
+    if (key !== "system" && key !== "settings") report.missing[key] = { kind: "failed", reason };
+  report.notes.push(reason);
+  return report;
 }
 
 /** Runs one system in a child process; kills it if it outlives every phase's bound. */
@@ -101,15 +80,6 @@ async function dropLeftovers(admin: Admin, runId: string | null): Promise<string
     );
   }
   return dropped;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /** Deletes Redis keys of this run (and of dead runs); returns the Redis version, or null. */

@@ -130,3 +130,30 @@ export interface SystemReport {
   };
   notes: string[];
 }
+
+/** A report with no figures yet: every value null, nothing missing, no notes. */
+export function blankReport(system: SystemName, settings: string, backend: string): SystemReport {
+  return {
+    row: {
+      system,
+      settings,
+      enqueue_bulk_per_s: null,
+      enqueue_single_per_s: null,
+      drain_per_s: null,
+      pickup_p50_ms: null,
+      pickup_p99_ms: null,
+      claim_latency_ratio_1m: null,
+    },
+    backend,
+    missing: {},
+    drainRuns: [],
+    claim: {
+      emptyBeforeMs: null,
+      seededMedianMs: null,
+      emptyAfterMs: null,
+      emptyMedianMs: null,
+      seedSeconds: null,
+    },
+    notes: [],
+  };
+}

@@ -34,7 +34,7 @@ export interface EmbeddedDatabase {
 }
 
 /** A process that is alive (signal 0 reaches it). */
-function alive(pid: number): boolean {
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -178,7 +178,7 @@ export async function startEmbeddedPostgres(options: {
   );
   if (running) {
     const owner = existsSync(ownerPath) ? Number(readFileSync(ownerPath, "utf8")) : 0;
-    if (owner > 0 && owner !== process.pid && alive(owner))
+    if (owner > 0 && owner !== process.pid && processAlive(owner))
       throw new Error(
         `the embedded PostgreSQL in ${dataDir} is in use by taskqueue process ${owner}; stop that one first, or set DATABASE_URL`,
       );
