@@ -36,6 +36,23 @@ beforeEach(async () => {
 });
 
 describe("stale reaper", () => {
+  it("a reaped job due at once (no backoff) wakes the workers on the channel", async () => {
+    await orphanedJob("running", 120);
+    const listener = await db.pool.connect();
+    try {
+      await listener.query(`LISTEN "${db.config.notifyChannel}"`);
+      const woken = new Promise<string | undefined>((resolve) =>
+        listener.once("notification", (m) => resolve(m.payload)),
+      );
+      const reaped = await db.ledger.reapStale({ ...reapPolicy(), backoffBaseSeconds: 0 });
+      assert.equal(reaped.length, 1);
+      assert.equal(await woken, "noop");
+    } finally {
+      await listener.query("UNLISTEN *");
+      listener.release();
+    }
+  });
+
   it("reclaims a stale running job as a failed attempt naming the lost worker", async () => {
     const job = await orphanedJob("running", 120);
     const reaped = await db.ledger.reapStale(reapPolicy());
