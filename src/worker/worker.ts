@@ -136,7 +136,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private releaseQueue: ClaimRef[] = [];
 
   private wakeRequested = false;
-  private claiming: Promise<boolean> | null = null;
+  private claiming: Promise<void> | null = null;
   private flushing: Promise<void> | null = null;
   private flushScheduled = false;
   private fencedWrites = 0;
@@ -346,31 +346,18 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.claimLoop();
   }
 
-  /** How many jobs a claim may ask for now: 0 unless one is wanted, none is in flight, and there is room. */
-  private claimRoom(session: LockSession | null): number {
-    if (this.claiming || this.stopping || !session || session.isLost || !this.wakeRequested) return 0;
-    return Math.max(this.prefetch - this.heldCount, 0);
-  }
-
+  /** Claims as many jobs as there is room for, when asked to and no claim is in flight. */
   private claimLoop(): void {
+    if (this.claiming || this.stopping) return;
     const session = this.session;
-    const free = this.claimRoom(session);
-    if (session && free > 0) void this.runClaim(session, free, () => session.claim(this.types, free));
-  }
-
-  /**
-   * Runs `claim` (a statement asking for `free` jobs) as the worker's one claim in flight, and
-   * buffers what it returns. Resolves true when the statement succeeded; when it failed, the lock
-   * session is reset and it resolves false.
-   */
-  private runClaim(session: LockSession, free: number, claim: () => Promise<ClaimedJob[]>): Promise<boolean> {
+    if (!session || session.isLost || !this.wakeRequested) return;
+    const free = this.prefetch - this.heldCount;
+    if (free <= 0) return;
     this.wakeRequested = false;
     const generation = this.generation;
-    const run = (async () => {
-      let succeeded = false;
+    this.claiming = (async () => {
       try {
-        const jobs = await claim();
-        succeeded = true;
+        const jobs = await session.claim(this.types, free);
         this.emit("poll:claimed", { claimed: jobs.length, requested: free });
         if (jobs.length === free) this.wakeRequested = true;
         if (jobs.length > 0) this.emit("job:claimed", { jobs });
@@ -394,10 +381,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
       this.dispatch();
       this.claimLoop();
-      return succeeded;
     })();
-    this.claiming = run;
-    return run;
   }
 
   /** Starts handlers from the buffer while there is a free slot. */
