@@ -1,8 +1,14 @@
 /**
- * The lock session: the one dedicated connection per worker process that claims jobs, holds their
- * advisory locks, and writes every fenced state change for them (DESIGN.md §5). Handlers never
- * touch it. Each write takes a batch (`unnest`), so a busy worker needs a few round trips per
- * batch, not per job.
+ * The lock session: the one dedicated lock-holding connection per worker process (DESIGN.md §5),
+ * which claims jobs and holds their advisory locks, with its write connection, which writes every
+ * fenced state change for them. Handlers never touch either. Each write takes a batch (`unnest`),
+ * so a busy worker needs a few round trips per batch, not per job.
+ *
+ * Why two connections: one connection runs one statement at a time, so with one the database
+ * would write a batch's outcome and claim the next batch one after the other, on one core. The
+ * write connection holds no lock; a job's lock is released on the lock connection only after its
+ * outcome has committed, so the lock still covers the job until its final state is written
+ * (docs/architecture.md, "Two connections per lock session").
  */
 import type pg from "pg";
 import { connectSession } from "../db/pool.js";
@@ -16,7 +22,7 @@ import {
   lockSessionSettings,
   markRunning,
 } from "./sql/claim.js";
-import { completeJobs, failJobs, releaseJobs } from "./sql/finish.js";
+import { unlockJobs, writeDone, writeFailures, writeReleases } from "./sql/finish.js";
 import { lockTableSize } from "./sql/schema.js";
 import type { JsonValue } from "./types.js";
 
@@ -71,6 +77,8 @@ const toClaimedJob = (r: ClaimedRow): ClaimedJob => ({
 /** The one row of a batched completion or release: ids the fence refused (bigint[] as strings). */
 interface RefusedRow {
   refused_ids: (string | number)[];
+  /** Releases only: types given back, to wake once unlocked. */
+  due_types?: string | null;
 }
 
 const refusedIds = (rows: RefusedRow[]): number[] => (rows[0]?.refused_ids ?? []).map(Number);
@@ -94,14 +102,50 @@ export interface WorkerIdentity {
   concurrency: number;
 }
 
+/**
+ * One connection whose statements run one after another, in the order they were asked for. Claims,
+ * flushes and heartbeats come from independent loops; node-postgres would queue them too, but only
+ * as a deprecated behaviour, and the order they reach the server in is part of the protocol.
+ */
+class SerialConnection {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(readonly client: pg.Client) {}
+
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    config: string | pg.QueryConfig,
+  ): Promise<pg.QueryResult<R>> {
+    const result = this.tail.then(() => this.client.query<R>(config as pg.QueryConfig));
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/** Opens a connection of a lock session, with the planner settings its statements need. */
+async function openConnection(connectionString: string, role: string, workerId: string) {
+  const client = await connectSession({
+    connectionString,
+    applicationName: `taskqueue ${role} ${workerId}`.slice(0, 63),
+  });
+  try {
+    // Plans that hold whatever the statistics say: see lockSessionSettings.
+    await client.query(lockSessionSettings);
+  } catch (error) {
+    await client.end().catch(() => undefined);
+    throw error;
+  }
+  return new SerialConnection(client);
+}
+
 export class LockSession {
   private readonly lockClass: number;
   private lost = false;
-  /** The tail of the statement queue: one statement at a time on this session. */
-  private tail: Promise<unknown> = Promise.resolve();
 
   private constructor(
-    private readonly client: pg.Client,
+    /** Claims and unlocks: holds every advisory lock of this worker. */
+    private readonly locks: SerialConnection,
+    /** Fenced outcome writes and heartbeats: holds no lock. */
+    private readonly writes: SerialConnection,
     private readonly schema: string,
     private readonly workerId: string,
     onLost: (error: Error) => void,
@@ -112,13 +156,17 @@ export class LockSession {
       this.lost = true;
       onLost(error);
     };
-    client.on("error", lose);
-    client.on("end", () => lose(new Error("lock session ended")));
+    locks.client.on("error", lose);
+    locks.client.on("end", () => lose(new Error("lock session ended")));
+    writes.client.on("error", lose);
+    writes.client.on("end", () => lose(new Error("lock session's write connection ended")));
   }
 
   /**
-   * Opens a lock session. `onLost` is called once if the connection fails or ends; from then on
-   * every advisory lock it held is gone and the session must not be used.
+   * Opens a lock session: its lock connection and its write connection. `onLost` is called once if
+   * either fails or ends; from then on every advisory lock it held is gone and the session must
+   * not be used.
+   * @throws if either connection cannot be opened (neither is left open).
    */
   static async open(options: {
     connectionString: string;
@@ -126,26 +174,23 @@ export class LockSession {
     workerId: string;
     onLost: (error: Error) => void;
   }): Promise<LockSession> {
-    const client = await connectSession({
-      connectionString: options.connectionString,
-      applicationName: `taskqueue lock session ${options.workerId}`.slice(0, 63),
-    });
-    // Plans that hold whatever the statistics say: see lockSessionSettings.
-    await client.query(lockSessionSettings);
-    return new LockSession(client, options.schema, options.workerId, options.onLost);
+    const locks = await openConnection(options.connectionString, "lock session", options.workerId);
+    let writes: SerialConnection;
+    try {
+      writes = await openConnection(options.connectionString, "writes", options.workerId);
+    } catch (error) {
+      await locks.client.end().catch(() => undefined);
+      throw error;
+    }
+    return new LockSession(locks, writes, options.schema, options.workerId, options.onLost);
   }
 
   /**
-   * Runs one statement after every earlier one has finished. Claims, flushes and heartbeats come
-   * from independent loops; node-postgres would queue them too, but only as a deprecated
-   * behaviour, and the order they reach the server in is part of the protocol.
+   * Releases the advisory locks of `ids`, whose outcome has committed, then wakes the workers of
+   * `wakeTypes` (comma-separated; null: nobody).
    */
-  private query<R extends pg.QueryResultRow = pg.QueryResultRow>(
-    config: string | pg.QueryConfig,
-  ): Promise<pg.QueryResult<R>> {
-    const result = this.tail.then(() => this.client.query<R>(config as pg.QueryConfig));
-    this.tail = result.catch(() => undefined);
-    return result;
+  private async unlock(ids: readonly number[], wakeTypes: string | null): Promise<void> {
+    await this.locks.query({ ...unlockJobs(this.schema), values: [ids, this.lockClass, wakeTypes] });
   }
 
   /** True once the connection failed or ended. */
@@ -155,13 +200,13 @@ export class LockSession {
 
   /** Advisory-lock slots of the server's shared lock table (max_locks_per_transaction * max_connections). */
   async lockTableSlots(): Promise<number> {
-    const { rows } = await this.query<{ slots: number }>(lockTableSize);
+    const { rows } = await this.locks.query<{ slots: number }>(lockTableSize);
     return rows[0]?.slots ?? 6400;
   }
 
   /** Claims up to `limit` due jobs of `types`, in claim order (priority DESC, run_at, id). */
   async claim(types: readonly string[], limit: number): Promise<ClaimedJob[]> {
-    const { rows } = await this.query<ClaimedRow>({
+    const { rows } = await this.locks.query<ClaimedRow>({
       ...claimJobs(this.schema),
       values: [types, limit, this.lockClass, this.workerId],
     });
@@ -171,7 +216,7 @@ export class LockSession {
   /** Fenced claimed → running. Returns the ids that moved. */
   async markRunning(refs: readonly ClaimRef[]): Promise<Set<number>> {
     if (refs.length === 0) return new Set();
-    const { rows } = await this.query<{ id: number }>({
+    const { rows } = await this.writes.query<{ id: number }>({
       ...markRunning(this.schema),
       values: [refs.map((r) => r.id), refs.map((r) => r.attempt), this.workerId],
     });
@@ -179,55 +224,62 @@ export class LockSession {
   }
 
   /**
-   * Fenced done + unlock. Returns the ids whose write was refused by the fence (their claim was
-   * lost; nothing changed for them); usually empty.
+   * Fenced done, then unlock. Returns the ids whose write was refused by the fence (their claim
+   * was lost; nothing changed for them); usually empty.
    */
   async complete(batch: readonly Completion[]): Promise<number[]> {
     if (batch.length === 0) return [];
-    const { rows } = await this.query<RefusedRow>({
-      ...completeJobs(this.schema),
+    const ids = batch.map((c) => c.id);
+    const { rows } = await this.writes.query<RefusedRow>({
+      ...writeDone(this.schema),
       values: [
-        batch.map((c) => c.id),
+        ids,
         batch.map((c) => c.attempt),
         batch.map((c) => c.resultJson),
         batch.map((c) => c.runMs),
         this.workerId,
-        this.lockClass,
       ],
     });
+    await this.unlock(ids, null);
     return refusedIds(rows);
   }
 
-  /** Fenced failed attempt (retry with backoff or dead-letter) + unlock. */
+  /**
+   * Fenced failed attempt (retry with backoff or dead-letter), then unlock; retries already due
+   * wake the workers.
+   */
   async fail(batch: readonly Failure[], policy: BackoffPolicy): Promise<WriteOutcome[]> {
     if (batch.length === 0) return [];
-    const { rows } = await this.query<WriteOutcome>({
-      ...failJobs(this.schema),
+    const ids = batch.map((f) => f.id);
+    const { rows } = await this.writes.query<WriteOutcome & { due_types: string | null }>({
+      ...writeFailures(this.schema),
       values: [
-        batch.map((f) => f.id),
+        ids,
         batch.map((f) => f.attempt),
         batch.map((f) => f.error),
         batch.map((f) => f.runMs),
         this.workerId,
-        this.lockClass,
         policy.backoffBaseSeconds,
         policy.backoffMaxSeconds,
         policy.backoffJitter,
       ],
     });
-    return rows;
+    await this.unlock(ids, rows[0]?.due_types ?? null);
+    return rows.map(({ due_types: _, ...outcome }) => outcome);
   }
 
   /**
-   * Fenced give-back to pending (no attempt counted) + unlock; wakes other workers. Returns the
+   * Fenced give-back to pending (no attempt counted), then unlock; wakes other workers. Returns the
    * ids whose write was refused by the fence, like {@link complete}.
    */
   async release(refs: readonly ClaimRef[]): Promise<number[]> {
     if (refs.length === 0) return [];
-    const { rows } = await this.query<RefusedRow>({
-      ...releaseJobs(this.schema),
-      values: [refs.map((r) => r.id), refs.map((r) => r.attempt), this.workerId, this.lockClass],
+    const ids = refs.map((r) => r.id);
+    const { rows } = await this.writes.query<RefusedRow>({
+      ...writeReleases(this.schema),
+      values: [ids, refs.map((r) => r.attempt), this.workerId],
     });
+    await this.unlock(ids, rows[0]?.due_types ?? null);
     return refusedIds(rows);
   }
 
@@ -237,7 +289,7 @@ export class LockSession {
     fencedWrites: number,
     held: readonly ClaimRef[],
   ): Promise<Set<number>> {
-    const { rows } = await this.query<{ id: number }>({
+    const { rows } = await this.writes.query<{ id: number }>({
       ...heartbeat(this.schema),
       values: [
         worker.id,
@@ -255,18 +307,21 @@ export class LockSession {
 
   /** Deletes the worker row (clean shutdown). */
   async deleteWorker(): Promise<void> {
-    await this.query({ ...deleteWorker(this.schema), values: [this.workerId] });
+    await this.writes.query({ ...deleteWorker(this.schema), values: [this.workerId] });
   }
 
-  /** Closes the connection; PostgreSQL releases any advisory lock still held. */
+  /** Closes both connections; PostgreSQL releases any advisory lock still held. */
   async close(): Promise<void> {
     this.lost = true;
-    await this.client.end().catch(() => undefined);
+    await Promise.all([
+      this.writes.client.end().catch(() => undefined),
+      this.locks.client.end().catch(() => undefined),
+    ]);
   }
 
-  /** The backend pid of this session (for tests and inspect). */
+  /** The backend pid of the lock connection, which holds the locks (for tests and inspect). */
   async backendPid(): Promise<number> {
-    const { rows } = await this.query<{ pid: number }>(backendPid);
+    const { rows } = await this.locks.query<{ pid: number }>(backendPid);
     return rows[0]?.pid ?? -1;
   }
 }

@@ -1,10 +1,11 @@
 /**
  * A worker process's runtime (DESIGN.md §5–6): one lock session that claims batches and writes
- * batched, fenced state changes; a LISTEN session and a poll that wake it; `workerCount` handlers
- * running at once from a bounded local buffer; heartbeats; the stale reaper; graceful shutdown.
+ * batched, fenced state changes (on its two connections: see LockSession); a LISTEN session and a
+ * poll that wake it; `workerCount` handlers running at once from a bounded local buffer;
+ * heartbeats; the stale reaper; graceful shutdown.
  *
- * Data flow: claim (lock session) → buffer → handler → completion queue → one batched write per
- * flush (lock session). Handlers never hold a connection.
+ * Data flow: claim (lock connection) → buffer → handler → completion queue → one batched write per
+ * flush (write connection), then unlock (lock connection). Handlers never hold a connection.
  */
 
 import { randomBytes } from "node:crypto";
@@ -493,8 +494,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       // Only jobs still running are marked running: one that already finished (no longer in
       // `running`) goes straight to done/failed, its started_at derived from runMs.
       const toStart = starts.filter((s) => this.running.get(s.id)?.abandoned === false);
-      // Pipelining: the next claim is queued on the session right ahead of these writes, so the
-      // handlers of the next batch run while the database writes this one.
+      // Pipelining: the next claim goes out on the lock connection right as these writes go out
+      // on the write connection, so the database claims the next batch while it writes this one,
+      // and the handlers of the next batch run while this one is written.
       this.claimLoop();
       try {
         if (toStart.length > 0) {

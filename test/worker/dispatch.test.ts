@@ -94,37 +94,38 @@ describe("dispatch", () => {
     await db.sql("DELETE FROM jobs");
   });
 
-  it("a lost lock session stops results from being written, and the worker carries on", async () => {
-    const worker = await startWorker(db, { runReaper: true, config: { staleThresholdSeconds: 0.5 } });
-    try {
-      const started = waitForEvent<[{ jobs: { id: number }[] }]>(worker, "job:claimed", (e) =>
-        e.jobs.some((j) => j.id === job?.id),
-      );
-      const job = await db.ledger.addJob({ type: "slow", payload: { sleep_seconds: 0.5 }, maxRetries: 3 });
-      await started;
-      const lost = waitForEvent(worker, "session:lost");
-      const restored = waitForEvent(worker, "session:restored");
-      // The first run is aborted and its result refused; the reaper hands the job out again.
-      const fenced = waitForEvent<[{ id: number; kind: string }]>(
-        worker,
-        "job:fenced",
-        (e) => e.id === job.id,
-      );
-      const done = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job.id, 15_000);
-      await db.sql(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'taskqueue lock session ' || $1 || '%'",
-        [worker.id],
-      );
-      await lost;
-      await restored;
-      const [refused] = await fenced;
-      assert.equal(refused.kind, "session lost");
-      await done;
-      const finished = await db.ledger.getJob(job.id);
-      assert.equal(finished?.status, "done");
-      assert.equal(finished?.attempt, 1, "the lost run counted as a failed attempt");
-    } finally {
-      await worker.stop();
-    }
-  });
+  for (const connection of ["lock session", "writes"] as const)
+    it(`a lost lock session (its ${connection} connection killed) stops results from being written, and the worker carries on`, async () => {
+      const worker = await startWorker(db, { runReaper: true, config: { staleThresholdSeconds: 0.5 } });
+      try {
+        const started = waitForEvent<[{ jobs: { id: number }[] }]>(worker, "job:claimed", (e) =>
+          e.jobs.some((j) => j.id === job?.id),
+        );
+        const job = await db.ledger.addJob({ type: "slow", payload: { sleep_seconds: 0.5 }, maxRetries: 3 });
+        await started;
+        const lost = waitForEvent(worker, "session:lost");
+        const restored = waitForEvent(worker, "session:restored");
+        // The first run is aborted and its result refused; the reaper hands the job out again.
+        const fenced = waitForEvent<[{ id: number; kind: string }]>(
+          worker,
+          "job:fenced",
+          (e) => e.id === job.id,
+        );
+        const done = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job.id, 15_000);
+        await db.sql(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'taskqueue ' || $1 || ' ' || $2",
+          [connection, worker.id],
+        );
+        await lost;
+        await restored;
+        const [refused] = await fenced;
+        assert.equal(refused.kind, "session lost");
+        await done;
+        const finished = await db.ledger.getJob(job.id);
+        assert.equal(finished?.status, "done");
+        assert.equal(finished?.attempt, 1, "the lost run counted as a failed attempt");
+      } finally {
+        await worker.stop();
+      }
+    });
 });

@@ -42,12 +42,18 @@ export const recordStats = (p: {
              exec_seconds = s.exec_seconds + excluded.exec_seconds`;
 
 /**
+ * An expression: the distinct types (comma-separated, or NULL if none) of `source`'s rows that are
+ * pending and due now, i.e. jobs that became claimable without an insert.
+ */
+export const dueTypes = (source: string): string =>
+  `(SELECT string_agg(DISTINCT type, ',') FROM ${source} WHERE status = 'pending' AND run_at <= now())`;
+
+/**
  * A subquery (one row, always) that NOTIFYs workers of the types among `source`'s rows that are
- * pending and due now: jobs that became claimable without an insert. Join it into the outer query
- * (`CROSS JOIN (…) AS woke`) so that it runs.
+ * pending and due now (see {@link dueTypes}). Join it into the outer query (`CROSS JOIN (…) AS
+ * woke`) so that it runs.
  */
 export const wakeForDue = (source: string): string =>
   `(SELECT coalesce(sum($S.wake_workers(t)), 0) AS notified
-       FROM (SELECT string_agg(DISTINCT type, ',') AS t FROM ${source}
-             WHERE status = 'pending' AND run_at <= now()) AS due
+       FROM (SELECT ${dueTypes(source)} AS t) AS due
        WHERE t IS NOT NULL)`;

@@ -1,4 +1,4 @@
-import { countStatuses, recordStats, wakeForDue } from "./accounting.js";
+import { countStatuses, dueTypes, recordStats, wakeForDue } from "./accounting.js";
 import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
 
 /**
@@ -47,19 +47,44 @@ function failedAttemptCounts(cte: string) {
 const held = (workerParam: string) =>
   fence({ idsParam: "$1", workerParam, heldStatuses: "'claimed', 'running'" });
 
+/*
+ * A worker writes the outcome of its jobs on its write connection and then, once that has
+ * committed, releases their advisory locks on its lock session with {@link unlockJobs}
+ * (docs/architecture.md, "Two connections per lock session"). The outcome statements below take no
+ * lock and send no NOTIFY: jobs that became claimable again are reported in `due_types`, and the
+ * unlock wakes the workers of those types once the locks are gone.
+ */
+
 /**
- * Fenced completion of a batch, then unlock, in one statement on the lock session.
+ * Fenced completion of a batch: done, result stored, counted. No unlock.
  * $1 ids bigint[], $2 attempts int[], $3 results jsonb[], $4 run times float8[] (milliseconds,
- * measured by the worker; used for started_at of jobs never marked running), $5 worker id,
- * $6 lock class. Returns one row: `refused_ids` bigint[], the input ids whose claim was lost (nothing
- * changed for them), and `unlocked`, the number of ids whose lock was released.
+ * measured by the worker; used for started_at of jobs never marked running), $5 worker id.
+ * Returns one row: `refused_ids` bigint[], the input ids whose claim was lost (nothing changed for
+ * them).
+ */
+export const writeDone = (schema: string): Statement =>
+  statement(
+    schema,
+    "write_done",
+    `WITH ${completionCtes({ workerId: "$5" })}
+     SELECT coalesce(array_agg(i.id) FILTER (WHERE done.id IS NULL), '{}') AS refused_ids
+     FROM i LEFT JOIN done ON done.id = i.id`,
+  );
+
+/**
+ * The one-connection form of a completion: {@link writeDone} and the unlock in one statement.
+ * The worker does not use it (it writes and unlocks on two connections); the `sql-floor` row of
+ * bench:compare does, as the least SQL a batch needs from one client.
+ * $1–$5 as writeDone, $6 lock class. Returns `refused_ids` and `unlocked`.
  */
 export const completeJobs = (schema: string): Statement =>
   statement(
     schema,
     "complete_jobs",
     `WITH ${completionCtes({ workerId: "$5" })}
-     ${refusedAndUnlocked("$6")}`,
+     SELECT coalesce(array_agg(i.id) FILTER (WHERE done.id IS NULL), '{}') AS refused_ids,
+            count(pg_advisory_unlock(${lockKey("$6", "i.id")}))::int AS unlocked
+     FROM i LEFT JOIN done ON done.id = i.id`,
   );
 
 /**
@@ -81,28 +106,22 @@ const completionCtes = (p: { workerId: string }) =>
        ${recordStats({ source: "done", done: "count(*)", failed: "0", execSeconds: "sum(exec_seconds)" })}
      )`;
 
-/** One row: the input ids the fence refused (`refused_ids`), after unlocking every input id. */
-const refusedAndUnlocked = (lockClass: string) =>
-  `SELECT coalesce(array_agg(i.id) FILTER (WHERE done.id IS NULL), '{}') AS refused_ids,
-            count(pg_advisory_unlock(${lockKey(lockClass, "i.id")}))::int AS unlocked
-     FROM i LEFT JOIN done ON done.id = i.id`;
-
 /**
- * Fenced failure of a batch (retry with backoff, or dead-letter in the same statement), then unlock;
- * retries already due (no backoff) wake the workers.
- * $1 ids, $2 attempts, $3 errors text[], $4 run times float8[] ms, $5 worker id, $6 lock class,
- * $7 backoff base s, $8 backoff max s, $9 jitter. Returns input ids with `applied`, new `status`
- * and, for retries, `retry_in_seconds` (by the database clock).
+ * Fenced failure of a batch: retry with backoff, or dead-letter in the same statement. No unlock.
+ * $1 ids, $2 attempts, $3 errors text[], $4 run times float8[] ms, $5 worker id,
+ * $6 backoff base s, $7 backoff max s, $8 jitter. Returns every input id with `applied`, the new
+ * `status` and, for retries, `retry_in_seconds` (by the database clock); every row also carries
+ * `due_types`, the types of retries already due (no backoff), for the unlock to wake.
  */
-export const failJobs = (schema: string): Statement =>
+export const writeFailures = (schema: string): Statement =>
   statement(
     schema,
-    "fail_jobs",
+    "write_failures",
     `WITH i AS (
        SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[]) AS t(id, attempt, error, run_ms)
      ), failed AS (
        UPDATE $S.jobs AS j
-       SET ${failedAttemptSet({ error: "i.error", workerId: "$5::text", base: "$7", max: "$8", jitter: "$9" })},
+       SET ${failedAttemptSet({ error: "i.error", workerId: "$5::text", base: "$6", max: "$7", jitter: "$8" })},
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${held("$5")}
        RETURNING j.*
@@ -111,19 +130,20 @@ export const failJobs = (schema: string): Statement =>
      ), ${failedAttemptCounts("failed")}
      SELECT i.id, failed.id IS NOT NULL AS applied, failed.status,
             greatest(extract(epoch FROM failed.run_at - now()), 0)::float8 AS retry_in_seconds,
-            pg_advisory_unlock(${lockKey("$6", "i.id")}) AS unlocked
-     FROM i LEFT JOIN failed ON failed.id = i.id CROSS JOIN ${wakeForDue("failed")} AS woke`,
+            due.types AS due_types
+     FROM i LEFT JOIN failed ON failed.id = i.id CROSS JOIN (SELECT ${dueTypes("failed")} AS types) AS due`,
   );
 
 /**
  * Fenced give-back without counting an attempt (claimed jobs never started, and jobs still running
- * at the shutdown deadline): back to pending, due now, then unlock; other workers are woken.
- * $1 ids, $2 attempts, $3 worker id, $4 lock class. Returns one row like completeJobs.
+ * at the shutdown deadline): back to pending, due now. No unlock.
+ * $1 ids, $2 attempts, $3 worker id. Returns one row: `refused_ids` like writeDone, and
+ * `due_types`, the types given back, for the unlock to wake.
  */
-export const releaseJobs = (schema: string): Statement =>
+export const writeReleases = (schema: string): Statement =>
   statement(
     schema,
-    "release_jobs",
+    "write_releases",
     `WITH i AS (
        SELECT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)
      ), released AS (
@@ -135,8 +155,24 @@ export const releaseJobs = (schema: string): Statement =>
        ${countStatuses("SELECT 'pending'::text, count(*) FROM released")}
      )
      SELECT coalesce(array_agg(i.id) FILTER (WHERE released.id IS NULL), '{}') AS refused_ids,
-            count(pg_advisory_unlock(${lockKey("$4", "i.id")}))::int AS unlocked
-     FROM i LEFT JOIN released ON released.id = i.id CROSS JOIN ${wakeForDue("released")} AS woke`,
+            ${dueTypes("released")} AS due_types
+     FROM i LEFT JOIN released ON released.id = i.id`,
+  );
+
+/**
+ * Releases the advisory locks of a batch whose outcome has committed, on the lock session that
+ * holds them, and wakes the workers of `$3` (comma-separated types, or NULL: nobody) once they are
+ * released: the NOTIFY leaves at this statement's commit, after the unlock.
+ * $1 ids bigint[], $2 lock class, $3 types to wake. Returns `unlocked`, the number of locks
+ * released (ids whose lock this session no longer held are not counted).
+ */
+export const unlockJobs = (schema: string): Statement =>
+  statement(
+    schema,
+    "unlock_jobs",
+    `SELECT count(*) FILTER (WHERE pg_advisory_unlock(${lockKey("$2", "i.id")}))::int AS unlocked,
+            CASE WHEN $3::text IS NOT NULL THEN $S.wake_workers($3::text) END AS woke
+     FROM unnest($1::bigint[]) AS i(id)`,
   );
 
 /**
