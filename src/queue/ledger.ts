@@ -185,7 +185,7 @@ export class Ledger {
    * Queue figures from the database (DESIGN.md §8).
    * @param workerLivenessSeconds a worker counts as active if its heartbeat is younger than this.
    */
-  async metrics(workerLivenessSeconds: number, quantileSample = 1000): Promise<QueueMetrics> {
+  async metrics(workerLivenessSeconds: number): Promise<QueueMetrics> {
     const { rows } = await this.pool.query<{
       depth: Record<string, number>;
       active_workers: number;
@@ -198,7 +198,7 @@ export class Ledger {
       p90: number | null;
       p99: number | null;
       samples: number;
-    }>({ ...metrics(this.schema), values: [METRICS_WINDOW_SECONDS, workerLivenessSeconds, quantileSample] });
+    }>({ ...metrics(this.schema), values: [METRICS_WINDOW_SECONDS, workerLivenessSeconds] });
     const r = rows[0];
     if (!r) throw new Error("metrics query returned no row");
     const depth = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(r.depth[s] ?? 0)])) as Record<

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, describe, it } from "node:test";
-import { migrate } from "../../src/db/migrate.js";
+import { latestSchemaVersion, migrate } from "../../src/db/migrate.js";
 import { createPool } from "../../src/db/pool.js";
 import { Ledger } from "../../src/queue/ledger.js";
 import { DATABASE_URL } from "../helpers/db.js";
@@ -23,7 +23,7 @@ describe("migrate", () => {
   it("creates every table in its own schema and records the version", async () => {
     const schema = fresh();
     const result = await migrate(pool, { schema, notifyChannel: "c1" });
-    assert.deepEqual(result, { applied: [1, 2], version: 2 });
+    assert.deepEqual(result, { applied: [1, 2, 3], version: 3 });
     const { rows } = await pool.query(
       "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",
       [schema],
@@ -37,7 +37,7 @@ describe("migrate", () => {
   it("is a no-op when current", async () => {
     const schema = fresh();
     await migrate(pool, { schema, notifyChannel: "c1" });
-    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [], version: 2 });
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [], version: 3 });
   });
 
   it("ten concurrent runs apply each migration once", async () => {
@@ -47,7 +47,7 @@ describe("migrate", () => {
     );
     assert.equal(results.filter((r) => r.applied.length > 0).length, 1);
     const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`);
-    assert.equal(rows[0].n, 2);
+    assert.equal(rows[0].n, latestSchemaVersion());
   });
 
   it("re-points the notify triggers when the channel setting changes", async () => {
@@ -84,9 +84,31 @@ describe("migrate", () => {
       `UPDATE ${jobs} SET status = 'claimed', worker_id = 'w', heartbeat_at = now() WHERE id IN (1, 2)`,
     );
     await pool.query(`UPDATE ${jobs} SET status = 'done', completed_at = now() WHERE id = 3`);
-    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [2], version: 2 });
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [2, 3], version: 3 });
     const metrics = await new Ledger(pool, schema).metrics(30);
     assert.deepEqual(metrics.depth, { pending: 2, claimed: 2, running: 0, done: 1, dead: 0, cancelled: 0 });
+  });
+
+  it("upgrading from version 2 keeps the window's rates; only jobs completed since have quantiles", async () => {
+    const schema = fresh();
+    await migrate(pool, { schema, notifyChannel: "c1", toVersion: 2 });
+    await pool.query(
+      `INSERT INTO "${schema}".job_stats (bucket, slot, done, failed, exec_seconds)
+       VALUES (date_trunc('second', now()), 0, 4, 1, 8)`,
+    );
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [3], version: 3 });
+    const metrics = await new Ledger(pool, schema).metrics(30);
+    assert.equal(metrics.jobsPerSecond, 4 / metrics.windowSeconds);
+    assert.equal(metrics.errorRate, 1 / 5);
+    assert.equal(metrics.averageExecutionSeconds, 2);
+    assert.deepEqual(metrics.executionSecondsQuantiles, { p50: null, p90: null, p99: null, samples: 0 });
+    const indexes = await pool.query(`SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1`, [
+      schema,
+    ]);
+    assert.ok(
+      !indexes.rows.some((r: { indexname: string }) => r.indexname === "jobs_completed_idx"),
+      "jobs_completed_idx is gone",
+    );
   });
 
   it("the CHECK constraints hold even for writes that bypass the ledger", async () => {

@@ -52,6 +52,43 @@ it("depth, rates, error rate and execution time match what happened", async () =
   assert.equal((await db.ledger.metrics(30)).depth.done, 0);
 });
 
+it("execution-time quantiles of the window come from the histogram, within 9 %", async () => {
+  const fresh = await createTestDb();
+  try {
+    const worker = await fresh.openLockSession("quantile-worker");
+    await fresh.ledger.addJobs(Array.from({ length: 100 }, () => ({ type: "q" })));
+    const claimed = await worker.claim(["q"], 100);
+    assert.equal(claimed.length, 100);
+    // Run times 10 ms, 20 ms, … 1000 ms, unsorted; none marked running, so started_at comes from them.
+    await worker.complete(
+      claimed.map((j, i) => ({
+        id: j.id,
+        attempt: 0,
+        resultJson: "null",
+        runMs: ((i * 37) % 100) * 10 + 10,
+      })),
+    );
+    const { p50, p90, p99, samples } = (await fresh.ledger.metrics(30)).executionSecondsQuantiles;
+    assert.equal(samples, 100);
+    for (const [estimate, exact] of [
+      [p50, 0.5],
+      [p90, 0.9],
+      [p99, 0.99],
+    ] as const) {
+      assert.ok(estimate !== null && Math.abs(estimate - exact) <= 0.09 * exact, `${estimate} for ${exact}`);
+    }
+    // Jobs that took the same time get their exact time back.
+    await fresh.ledger.addJobs(Array.from({ length: 1000 }, () => ({ type: "same" })));
+    const same = await worker.claim(["same"], 1000);
+    await worker.complete(same.map((j) => ({ id: j.id, attempt: 0, resultJson: "null", runMs: 3000 })));
+    const after = (await fresh.ledger.metrics(30)).executionSecondsQuantiles;
+    assert.equal(after.samples, 1100);
+    assert.ok(after.p50 !== null && Math.abs(after.p50 - 3) < 1e-6, `p50 ${after.p50}`);
+  } finally {
+    await fresh.drop();
+  }
+});
+
 it("the counters agree with a full count after every kind of state change", async () => {
   const fresh = await createTestDb();
   try {

@@ -67,12 +67,12 @@ export class PrometheusMetrics {
     );
     this.executionQuantiles = gauge(
       "execution_seconds",
-      "Execution-time quantiles of the most recent finished jobs (NaN when none).",
+      "Execution-time quantiles of the jobs completed in the trailing window, from a histogram of eight bins per doubling (NaN when none).",
       ["quantile"],
     );
     this.executionSamples = gauge(
       "execution_seconds_samples",
-      "Finished jobs the execution quantiles come from.",
+      "Jobs completed in the trailing window, which the execution quantiles describe.",
     );
     this.deadLetter = gauge("dead_letter_jobs", "Jobs in the dead-letter table.");
     this.fencedWrites = gauge("fenced_writes", "Late writes refused by the claim fence, over live workers.");

@@ -1,4 +1,10 @@
-import { countStatuses, dueTypes, recordStats, wakeForDue } from "./accounting.js";
+import {
+  countStatuses,
+  dueTypes,
+  recordCompletions,
+  recordFailedAttempts,
+  wakeForDue,
+} from "./accounting.js";
 import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
 
 /**
@@ -39,7 +45,7 @@ function failedAttemptCounts(cte: string) {
   return `${cte}_counted AS (
        ${countStatuses(`SELECT status, count(*) FROM ${cte} GROUP BY status`)}
      ), ${cte}_stats AS (
-       ${recordStats({ source: cte, done: "0", failed: "count(*)", execSeconds: "0" })}
+       ${recordFailedAttempts(cte)}
      )`;
 }
 
@@ -103,7 +109,7 @@ const completionCtes = (p: { workerId: string }) =>
      ), done_counted AS (
        ${countStatuses("SELECT 'done'::text, count(*) FROM done")}
      ), done_stats AS (
-       ${recordStats({ source: "done", done: "count(*)", failed: "0", execSeconds: "sum(exec_seconds)" })}
+       ${recordCompletions("done")}
      )`;
 
 /**

@@ -62,14 +62,26 @@ export const getDeadLetter = (schema: string): Statement =>
 /**
  * Every figure of GET /metrics in one round trip, from counters (see accounting.ts) and small
  * partial-index scans (held jobs: jobs_stale_idx), so it stays fast with millions of finished jobs.
- * $1 window seconds (trailing, for rates), $2 worker liveness threshold seconds,
- * $3 sample size for execution-time quantiles (most recent finished jobs).
+ * $1 window seconds (trailing, for rates and quantiles), $2 worker liveness threshold seconds.
+ *
+ * Quantiles of the execution seconds of jobs completed in the window come from job_stats' bins
+ * (schema version 3): the quantile q is the mean of the first bin whose cumulative count reaches
+ * q × the window's count (nearest rank).
  */
 export const metrics = (schema: string): Statement =>
   statement(
     schema,
     "metrics",
-    `SELECT
+    `WITH window_stats AS MATERIALIZED (
+       SELECT bin, sum(done) AS done, sum(failed) AS failed, sum(exec_seconds) AS exec_seconds
+       FROM $S.job_stats WHERE bucket > now() - make_interval(secs => $1::float8)
+       GROUP BY bin
+     ), bins AS MATERIALIZED (
+       SELECT exec_seconds / done AS mean_seconds,
+              sum(done) OVER (ORDER BY bin) AS cumulative, sum(done) OVER () AS total
+       FROM window_stats WHERE bin >= 0 AND done > 0
+     )
+     SELECT
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
           FROM (SELECT status, sum(count)::bigint AS n FROM $S.job_counts GROUP BY status
                 UNION ALL
@@ -78,17 +90,13 @@ export const metrics = (schema: string): Statement =>
           WHERE heartbeat_at > now() - make_interval(secs => $2::float8))::int AS active_workers,
        (SELECT coalesce(sum(fenced_writes), 0) FROM $S.workers)::bigint AS fenced_writes,
        (SELECT count(*) FROM $S.dead_letter_jobs)::bigint AS dead_letter_count,
-       w.done::bigint AS done_in_window, w.failed::bigint AS failed_in_window, w.exec_seconds,
-       q.p50, q.p90, q.p99, q.samples
-     FROM (SELECT coalesce(sum(done), 0) AS done, coalesce(sum(failed), 0) AS failed,
-                  coalesce(sum(exec_seconds), 0) AS exec_seconds
-           FROM $S.job_stats WHERE bucket > now() - make_interval(secs => $1::float8)) AS w,
-          (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) AS p50,
-                  percentile_cont(0.9) WITHIN GROUP (ORDER BY s) AS p90,
-                  percentile_cont(0.99) WITHIN GROUP (ORDER BY s) AS p99, count(*)::int AS samples
-           FROM (SELECT extract(epoch FROM completed_at - started_at)::float8 AS s FROM $S.jobs
-                 WHERE status IN ('done', 'dead') AND completed_at IS NOT NULL AND started_at IS NOT NULL
-                 ORDER BY completed_at DESC LIMIT $3) AS recent) AS q`,
+       (SELECT coalesce(sum(done), 0) FROM window_stats)::bigint AS done_in_window,
+       (SELECT coalesce(sum(failed), 0) FROM window_stats)::bigint AS failed_in_window,
+       (SELECT coalesce(sum(exec_seconds), 0) FROM window_stats)::float8 AS exec_seconds,
+       (SELECT mean_seconds FROM bins WHERE cumulative >= 0.5 * total ORDER BY cumulative LIMIT 1) AS p50,
+       (SELECT mean_seconds FROM bins WHERE cumulative >= 0.9 * total ORDER BY cumulative LIMIT 1) AS p90,
+       (SELECT mean_seconds FROM bins WHERE cumulative >= 0.99 * total ORDER BY cumulative LIMIT 1) AS p99,
+       (SELECT coalesce(max(total), 0) FROM bins)::int AS samples`,
   );
 
 /** Deletes per-second stats buckets older than $1 seconds. */
