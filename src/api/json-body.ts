@@ -42,6 +42,15 @@ export function findForbiddenKey(value: unknown): string | null {
 }
 
 /**
+ * False when no key of the JSON `text` can be `__proto__` or `prototype`: neither word appears, and
+ * there is no `\u` escape that could spell one. Walking a 1,000-job batch for keys took a tenth of
+ * the request's CPU; bodies that may hold such a key are still walked in full.
+ */
+export function mayHoldForbiddenKey(text: string): boolean {
+  return text.includes("__proto__") || text.includes("prototype") || text.includes("\\u");
+}
+
+/**
  * Installs the JSON parser on `app` (removing Fastify's defaults, so any other media type is
  * answered 415). Errors: empty or malformed body → 400 problem; a forbidden key →
  * {@link JobValidationError} (422).
@@ -76,8 +85,7 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
         );
         return;
       }
-      // Scanned always, not only when the text contains "__proto__": JSON escapes can spell it.
-      const field = findForbiddenKey(parsed);
+      const field = mayHoldForbiddenKey(text) ? findForbiddenKey(parsed) : null;
       if (field !== null) {
         done(
           new JobValidationError([

@@ -312,9 +312,22 @@ export function problemResponse(description: string) {
   };
 }
 
+/**
+ * A timestamp as an ISO-8601 string (or null). The jobs of one batch share their creation time (and
+ * usually their run time), so the last conversion is kept and reused: `toISOString` was most of
+ * the cost of answering POST /jobs/batch.
+ */
+let lastTimestamp = { ms: Number.NaN, iso: "" };
+function isoTimestamp(date: Date | null): string | null {
+  if (date === null) return null;
+  const ms = date.getTime();
+  if (ms !== lastTimestamp.ms) lastTimestamp = { ms, iso: date.toISOString() };
+  return lastTimestamp.iso;
+}
+
 /** Maps a job to its wire shape (snake_case, ISO-8601 timestamps). The only such mapping. */
 export function toJobResponse(job: Job): JobResponse {
-  return {
+  const response: JobResponse = {
     id: job.id,
     type: job.type,
     payload: job.payload,
@@ -322,17 +335,18 @@ export function toJobResponse(job: Job): JobResponse {
     priority: job.priority,
     attempt: job.attempt,
     max_retries: job.maxRetries,
-    run_at: job.runAt.toISOString(),
-    claimed_at: job.claimedAt?.toISOString() ?? null,
-    started_at: job.startedAt?.toISOString() ?? null,
-    heartbeat_at: job.heartbeatAt?.toISOString() ?? null,
-    completed_at: job.completedAt?.toISOString() ?? null,
+    run_at: isoTimestamp(job.runAt) as string,
+    claimed_at: isoTimestamp(job.claimedAt),
+    started_at: isoTimestamp(job.startedAt),
+    heartbeat_at: isoTimestamp(job.heartbeatAt),
+    completed_at: isoTimestamp(job.completedAt),
     result: job.result,
     error: job.error,
     errors: job.errors,
     worker_id: job.workerId,
-    created_at: job.createdAt.toISOString(),
-    ...(job.payloadOmitted ? { payload_omitted: true } : {}),
-    ...(job.resultOmitted ? { result_omitted: true } : {}),
+    created_at: isoTimestamp(job.createdAt) as string,
   };
+  if (job.payloadOmitted) response.payload_omitted = true;
+  if (job.resultOmitted) response.result_omitted = true;
+  return response;
 }

@@ -102,6 +102,20 @@ describe("bad requests", () => {
     assertProblem(await postText('{"type":"echo","payload":{"constructor":{"prototype":{}}}}'), 422, [
       "payload/constructor/prototype",
     ]);
+    // Spelled with JSON escapes, in a batch.
+    assertProblem(
+      await api.app.inject({
+        method: "POST",
+        url: "/jobs/batch",
+        payload: '{"jobs":[{"type":"echo","payload":{"\\u005f\\u005fproto\\u005f\\u005f":{}}}]}',
+        headers: JSON_HEADERS,
+      }),
+      422,
+      ["jobs/0/payload/__proto__"],
+    );
+    assertProblem(await postText('{"type":"echo","payload":{"constructor":{"\\u0070rototype":{}}}}'), 422, [
+      "payload/constructor/prototype",
+    ]);
   });
 
   it("answers malformed JSON with 400", async () => {
