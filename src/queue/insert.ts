@@ -6,6 +6,7 @@
  */
 import type { Queryable } from "../db/pool.js";
 import { enqueueJobs } from "./sql/enqueue.js";
+import { jsonTextArray, numberArray } from "./sql/params.js";
 import type { Job, JsonValue } from "./types.js";
 import type { NormalizedJobSpec } from "./validate.js";
 
@@ -19,9 +20,9 @@ export async function insertJobs(
     ...enqueueJobs(schema),
     values: [
       jobs.map((j) => j.type),
-      jobs.map((j) => j.payloadJson),
-      jobs.map((j) => j.priority),
-      jobs.map((j) => j.maxRetries),
+      jsonTextArray(jobs.map((j) => j.payloadJson)),
+      numberArray(jobs.map((j) => j.priority)),
+      numberArray(jobs.map((j) => j.maxRetries)),
       jobs.map((j) => j.runAt),
     ],
   });

@@ -23,6 +23,7 @@ import {
   markRunning,
 } from "./sql/claim.js";
 import { unlockJobs, writeDone, writeFailures, writeReleases } from "./sql/finish.js";
+import { jsonTextArray, numberArray } from "./sql/params.js";
 import { lockTableSize } from "./sql/schema.js";
 import type { JsonValue } from "./types.js";
 
@@ -190,7 +191,10 @@ export class LockSession {
    * `wakeTypes` (comma-separated; null: nobody).
    */
   private async unlock(ids: readonly number[], wakeTypes: string | null): Promise<void> {
-    await this.locks.query({ ...unlockJobs(this.schema), values: [ids, this.lockClass, wakeTypes] });
+    await this.locks.query({
+      ...unlockJobs(this.schema),
+      values: [numberArray(ids), this.lockClass, wakeTypes],
+    });
   }
 
   /** True once the connection failed or ended. */
@@ -218,7 +222,7 @@ export class LockSession {
     if (refs.length === 0) return new Set();
     const { rows } = await this.writes.query<{ id: number }>({
       ...markRunning(this.schema),
-      values: [refs.map((r) => r.id), refs.map((r) => r.attempt), this.workerId],
+      values: [numberArray(refs.map((r) => r.id)), numberArray(refs.map((r) => r.attempt)), this.workerId],
     });
     return new Set(rows.map((r) => r.id));
   }
@@ -233,10 +237,10 @@ export class LockSession {
     const { rows } = await this.writes.query<RefusedRow>({
       ...writeDone(this.schema),
       values: [
-        ids,
-        batch.map((c) => c.attempt),
-        batch.map((c) => c.resultJson),
-        batch.map((c) => c.runMs),
+        numberArray(ids),
+        numberArray(batch.map((c) => c.attempt)),
+        jsonTextArray(batch.map((c) => c.resultJson)),
+        numberArray(batch.map((c) => c.runMs)),
         this.workerId,
       ],
     });
@@ -254,10 +258,10 @@ export class LockSession {
     const { rows } = await this.writes.query<WriteOutcome & { due_types: string | null }>({
       ...writeFailures(this.schema),
       values: [
-        ids,
-        batch.map((f) => f.attempt),
+        numberArray(ids),
+        numberArray(batch.map((f) => f.attempt)),
         batch.map((f) => f.error),
-        batch.map((f) => f.runMs),
+        numberArray(batch.map((f) => f.runMs)),
         this.workerId,
         policy.backoffBaseSeconds,
         policy.backoffMaxSeconds,
@@ -277,7 +281,7 @@ export class LockSession {
     const ids = refs.map((r) => r.id);
     const { rows } = await this.writes.query<RefusedRow>({
       ...writeReleases(this.schema),
-      values: [ids, refs.map((r) => r.attempt), this.workerId],
+      values: [numberArray(ids), numberArray(refs.map((r) => r.attempt)), this.workerId],
     });
     await this.unlock(ids, rows[0]?.due_types ?? null);
     return refusedIds(rows);
@@ -298,8 +302,8 @@ export class LockSession {
         worker.types,
         worker.concurrency,
         fencedWrites,
-        held.map((r) => r.id),
-        held.map((r) => r.attempt),
+        numberArray(held.map((r) => r.id)),
+        numberArray(held.map((r) => r.attempt)),
       ],
     });
     return new Set(rows.map((r) => r.id));

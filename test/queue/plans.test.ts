@@ -8,7 +8,8 @@ import { after, before, it } from "node:test";
 import pg from "pg";
 import { lockClassFor } from "../../src/queue/lock-class.js";
 import { claimJobs, lockSessionSettings } from "../../src/queue/sql/claim.js";
-import { completeJobs } from "../../src/queue/sql/finish.js";
+import { completeJobs, writeDone } from "../../src/queue/sql/finish.js";
+import { jsonTextArray, numberArray } from "../../src/queue/sql/params.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
 
 interface PlanNode {
@@ -56,13 +57,12 @@ it("claim and complete of 500 jobs use indexes and visit each row once", async (
   const claimed = await db.sql<{ id: number }>("SELECT id FROM jobs WHERE status = 'claimed' ORDER BY id");
   assert.equal(claimed.length, 500);
   const ids = claimed.map((r) => r.id);
-  const complete = await plan(completeJobs(db.schema).text, [
-    ids,
-    ids.map(() => 0),
-    ids.map(() => "null"),
-    ids.map(() => 1),
+  const complete = await plan(writeDone(db.schema).text, [
+    numberArray(ids),
+    numberArray(ids.map(() => 0)),
+    jsonTextArray(ids.map(() => "null")),
+    numberArray(ids.map(() => 1)),
     "w",
-    lockClass,
   ]);
   assert.deepEqual(
     complete.filter((n) => n["Node Type"] === "Seq Scan").map((n) => n["Relation Name"]),
@@ -115,10 +115,10 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
       );
       const batchIds = batch.map((r) => r.id);
       await session.query(completeJobs(fresh.schema).text, [
-        batchIds,
-        batchIds.map(() => 0),
-        batchIds.map(() => "null"),
-        batchIds.map(() => 1),
+        numberArray(batchIds),
+        numberArray(batchIds.map(() => 0)),
+        jsonTextArray(batchIds.map(() => "null")),
+        numberArray(batchIds.map(() => 1)),
         "w",
         lockClass,
       ]);
@@ -135,8 +135,14 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
     const held = await fresh.sql<{ id: number }>("SELECT id FROM jobs WHERE worker_id = 'w'");
     const ids = held.map((r) => r.id);
     const complete = await plan(
-      completeJobs(fresh.schema).text,
-      [ids, ids.map(() => 0), ids.map(() => "null"), ids.map(() => 1), "w", lockClassFor(fresh.schema)],
+      writeDone(fresh.schema).text,
+      [
+        numberArray(ids),
+        numberArray(ids.map(() => 0)),
+        jsonTextArray(ids.map(() => "null")),
+        numberArray(ids.map(() => 1)),
+        "w",
+      ],
       session,
     );
     const rescans = complete.filter((n) => (n["Actual Loops"] ?? 1) > 1);

@@ -13,6 +13,7 @@ import { lockClassFor } from "../../../src/queue/lock-class.js";
 import { claimJobs, lockSessionSettings } from "../../../src/queue/sql/claim.js";
 import { enqueueJob, enqueueJobs } from "../../../src/queue/sql/enqueue.js";
 import { completeJobs } from "../../../src/queue/sql/finish.js";
+import { jsonTextArray, numberArray } from "../../../src/queue/sql/params.js";
 import { QueueAdapter, type StopWorkers } from "../base.js";
 import { PhaseAborted, quoteIdent, sleep } from "../harness.js";
 import type { BenchContext, BenchPayload, JobSink } from "../types.js";
@@ -96,10 +97,10 @@ export class SqlFloorAdapter extends QueueAdapter {
     await client.query({
       ...completeJobs(this.schema),
       values: [
-        rows.map((r) => r.id),
-        rows.map((r) => r.attempt),
-        new Array(rows.length).fill("null"),
-        new Array(rows.length).fill(0),
+        numberArray(rows.map((r) => r.id)),
+        numberArray(rows.map((r) => r.attempt)),
+        jsonTextArray(new Array(rows.length).fill("null")),
+        numberArray(new Array(rows.length).fill(0)),
         WORKER_ID,
         this.lockClass,
       ],

@@ -151,7 +151,14 @@ export class TaskQueueHttpAdapter extends QueueAdapter {
     if (server && server.exitCode === null) {
       const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()));
       server.kill("SIGTERM");
-      const stopped = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
+      let timer: NodeJS.Timeout | undefined;
+      const stopped = await Promise.race([
+        exited.then(() => true),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), 10_000);
+        }),
+      ]);
+      clearTimeout(timer);
       if (!stopped) {
         this.note("taskqueue api did not stop within 10 s of SIGTERM; killed");
         server.kill("SIGKILL");
