@@ -94,6 +94,23 @@ export interface WriteOutcome {
   retry_in_seconds?: number;
 }
 
+/**
+ * A batch of outcomes written and committed on the write connection: what the write says, and the
+ * batch's unlock, queued on the lock connection as the write returned (so it runs before any later
+ * claim); it resolves once the locks are released.
+ */
+export interface Written<T> {
+  outcome: T;
+  unlocked: Promise<void>;
+}
+
+/** The outcome of a write, once its unlock has run too. */
+async function unlockedOutcome<T>(written: Promise<Written<T>>): Promise<T> {
+  const { outcome, unlocked } = await written;
+  await unlocked;
+  return outcome;
+}
+
 /** The worker's row in `workers`, written with every heartbeat. */
 export interface WorkerIdentity {
   id: string;
@@ -228,11 +245,12 @@ export class LockSession {
   }
 
   /**
-   * Fenced done, then unlock. Returns the ids whose write was refused by the fence (their claim
-   * was lost; nothing changed for them); usually empty.
+   * Fenced done. Resolves once the write has committed, with the ids the fence refused (their
+   * claim was lost; nothing changed for them; usually none) and the batch's unlock, queued on the
+   * lock connection at that moment.
    */
-  async complete(batch: readonly Completion[]): Promise<number[]> {
-    if (batch.length === 0) return [];
+  async writeCompletions(batch: readonly Completion[]): Promise<Written<number[]>> {
+    if (batch.length === 0) return { outcome: [], unlocked: Promise.resolve() };
     const ids = batch.map((c) => c.id);
     const { rows } = await this.writes.query<RefusedRow>({
       ...writeDone(this.schema),
@@ -244,16 +262,15 @@ export class LockSession {
         this.workerId,
       ],
     });
-    await this.unlock(ids, null);
-    return refusedIds(rows);
+    return { outcome: refusedIds(rows), unlocked: this.unlock(ids, null) };
   }
 
   /**
-   * Fenced failed attempt (retry with backoff or dead-letter), then unlock; retries already due
-   * wake the workers.
+   * Fenced failed attempts (retry with backoff, or dead-letter). Resolves once committed, with one
+   * outcome per job, and the unlock, which also wakes the workers of retries already due.
    */
-  async fail(batch: readonly Failure[], policy: BackoffPolicy): Promise<WriteOutcome[]> {
-    if (batch.length === 0) return [];
+  async writeFailures(batch: readonly Failure[], policy: BackoffPolicy): Promise<Written<WriteOutcome[]>> {
+    if (batch.length === 0) return { outcome: [], unlocked: Promise.resolve() };
     const ids = batch.map((f) => f.id);
     const { rows } = await this.writes.query<WriteOutcome & { due_types: string | null }>({
       ...writeFailures(this.schema),
@@ -268,23 +285,39 @@ export class LockSession {
         policy.backoffJitter,
       ],
     });
-    await this.unlock(ids, rows[0]?.due_types ?? null);
-    return rows.map(({ due_types: _, ...outcome }) => outcome);
+    return {
+      outcome: rows.map(({ due_types: _, ...outcome }) => outcome),
+      unlocked: this.unlock(ids, rows[0]?.due_types ?? null),
+    };
   }
 
   /**
-   * Fenced give-back to pending (no attempt counted), then unlock; wakes other workers. Returns the
-   * ids whose write was refused by the fence, like {@link complete}.
+   * Fenced give-back to pending (no attempt counted). Resolves once committed, with the ids the
+   * fence refused, and the unlock, which also wakes the workers of the jobs given back.
    */
-  async release(refs: readonly ClaimRef[]): Promise<number[]> {
-    if (refs.length === 0) return [];
+  async writeReleases(refs: readonly ClaimRef[]): Promise<Written<number[]>> {
+    if (refs.length === 0) return { outcome: [], unlocked: Promise.resolve() };
     const ids = refs.map((r) => r.id);
     const { rows } = await this.writes.query<RefusedRow>({
       ...writeReleases(this.schema),
       values: [numberArray(ids), numberArray(refs.map((r) => r.attempt)), this.workerId],
     });
-    await this.unlock(ids, rows[0]?.due_types ?? null);
-    return refusedIds(rows);
+    return { outcome: refusedIds(rows), unlocked: this.unlock(ids, rows[0]?.due_types ?? null) };
+  }
+
+  /** {@link writeCompletions}, resolving once the batch is also unlocked: the refused ids. */
+  complete(batch: readonly Completion[]): Promise<number[]> {
+    return unlockedOutcome(this.writeCompletions(batch));
+  }
+
+  /** {@link writeFailures}, resolving once the batch is also unlocked: one outcome per job. */
+  fail(batch: readonly Failure[], policy: BackoffPolicy): Promise<WriteOutcome[]> {
+    return unlockedOutcome(this.writeFailures(batch, policy));
+  }
+
+  /** {@link writeReleases}, resolving once the batch is also unlocked: the refused ids. */
+  release(refs: readonly ClaimRef[]): Promise<number[]> {
+    return unlockedOutcome(this.writeReleases(refs));
   }
 
   /** Upserts the worker row and touches every held job. Returns the ids still held. */

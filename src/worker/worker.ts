@@ -139,6 +139,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private wakeRequested = false;
   private claiming: Promise<void> | null = null;
   private flushing: Promise<void> | null = null;
+  /** Written batches whose unlock has not run yet (see afterUnlock). */
+  private readonly unlocking = new Set<Promise<void>>();
   private flushScheduled = false;
   private fencedWrites = 0;
   private started = false;
@@ -474,58 +476,99 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private async flushLoop(): Promise<void> {
-    while (
-      this.startQueue.length + this.doneQueue.length + this.failQueue.length + this.releaseQueue.length >
-      0
-    ) {
-      const session = this.session;
-      const starts = this.startQueue;
-      const done = this.doneQueue;
-      const failed = this.failQueue;
-      const released = this.releaseQueue;
-      this.startQueue = [];
-      this.doneQueue = [];
-      this.failQueue = [];
-      this.releaseQueue = [];
-      if (!session || session.isLost) {
-        for (const item of [...done, ...failed, ...released]) this.fenced(item.id, "session lost");
-        continue;
-      }
-      // Only jobs still running are marked running: one that already finished (no longer in
-      // `running`) goes straight to done/failed, its started_at derived from runMs.
-      const toStart = starts.filter((s) => this.running.get(s.id)?.abandoned === false);
-      // Pipelining: the next claim goes out on the lock connection right as these writes go out
-      // on the write connection, so the database claims the next batch while it writes this one,
-      // and the handlers of the next batch run while this one is written.
-      this.claimLoop();
-      try {
-        if (toStart.length > 0) {
-          const moved = await session.markRunning(toStart);
-          for (const s of toStart) if (!moved.has(s.id)) this.claimLost(s.id);
-        }
-        this.applied(done, await session.complete(done), "complete", (id) =>
-          this.emit("job:completed", { id }),
-        );
-        const errors = new Map(failed.map((f) => [f.id, f.error]));
-        this.outcomes(await session.fail(failed, this.config), "fail", (o) => {
-          const error = errors.get(o.id) ?? "";
-          this.emit("job:failed", { id: o.id, error, status: o.status ?? "pending" });
-          if (o.status === "pending" && o.retry_in_seconds !== undefined) this.wakeIn(o.retry_in_seconds);
-        });
-        this.applied(released, await session.release(released), "release", (id) =>
-          this.emit("job:released", { id }),
-        );
-      } catch (error) {
-        if (!session.isLost) {
-          this.logger.error({ err: error }, "batched write failed; resetting the lock session");
-          this.sessionLost(session, error as Error);
-        }
-        for (const item of [...done, ...failed, ...released]) this.fenced(item.id, "write failed");
-      }
-    }
+    do {
+      while (this.queuedWrites > 0) await this.flushOnce();
+      // Every written batch is reported once its unlock has run; more may have queued meanwhile.
+      await Promise.all(this.unlocking);
+    } while (this.queuedWrites > 0);
     if (this.running.size === 0 && this.heldCount === 0)
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     this.claimLoop();
+  }
+
+  private get queuedWrites(): number {
+    return this.startQueue.length + this.doneQueue.length + this.failQueue.length + this.releaseQueue.length;
+  }
+
+  /**
+   * Writes everything queued, one statement per kind, on the write connection. Each batch's unlock
+   * is queued on the lock connection as its write returns; the next flush does not wait for it.
+   */
+  private async flushOnce(): Promise<void> {
+    const session = this.session;
+    const starts = this.startQueue;
+    let done = this.doneQueue;
+    let failed = this.failQueue;
+    let released = this.releaseQueue;
+    this.startQueue = [];
+    this.doneQueue = [];
+    this.failQueue = [];
+    this.releaseQueue = [];
+    if (!session || session.isLost) {
+      for (const item of [...done, ...failed, ...released]) this.fenced(item.id, "session lost");
+      return;
+    }
+    // Only jobs still running are marked running: one that already finished (no longer in
+    // `running`) goes straight to done/failed, its started_at derived from runMs.
+    const toStart = starts.filter((s) => this.running.get(s.id)?.abandoned === false);
+    // Pipelining: the next claim goes out on the lock connection right as these writes go out
+    // on the write connection, so the database claims the next batch while it writes this one,
+    // and the handlers of the next batch run while this one is written.
+    this.claimLoop();
+    try {
+      if (toStart.length > 0) {
+        const moved = await session.markRunning(toStart);
+        for (const s of toStart) if (!moved.has(s.id)) this.claimLost(s.id);
+      }
+      const completed = await session.writeCompletions(done);
+      const completedBatch = done;
+      done = [];
+      this.afterUnlock(session, completed.unlocked, () =>
+        this.applied(completedBatch, completed.outcome, "complete", (id) =>
+          this.emit("job:completed", { id }),
+        ),
+      );
+      const errors = new Map(failed.map((f) => [f.id, f.error]));
+      const failures = await session.writeFailures(failed, this.config);
+      failed = [];
+      this.afterUnlock(session, failures.unlocked, () =>
+        this.outcomes(failures.outcome, "fail", (o) => {
+          this.emit("job:failed", { id: o.id, error: errors.get(o.id) ?? "", status: o.status ?? "pending" });
+          if (o.status === "pending" && o.retry_in_seconds !== undefined) this.wakeIn(o.retry_in_seconds);
+        }),
+      );
+      const releases = await session.writeReleases(released);
+      const releasedBatch = released;
+      released = [];
+      this.afterUnlock(session, releases.unlocked, () =>
+        this.applied(releasedBatch, releases.outcome, "release", (id) => this.emit("job:released", { id })),
+      );
+    } catch (error) {
+      if (!session.isLost) {
+        this.logger.error({ err: error }, "batched write failed; resetting the lock session");
+        this.sessionLost(session, error as Error);
+      }
+      // Batches already written are reported through their unlock; the rest were not written.
+      for (const item of [...done, ...failed, ...released]) this.fenced(item.id, "write failed");
+    }
+  }
+
+  /**
+   * Reports a written batch once its unlock has run. If the unlock fails, the session is reset
+   * (which releases the locks); the outcomes were committed either way.
+   */
+  private afterUnlock(session: LockSession, unlocked: Promise<void>, report: () => void): void {
+    const settled: Promise<void> = unlocked
+      .catch((error: unknown) => {
+        if (!session.isLost) {
+          this.logger.error({ err: error }, "unlock failed; resetting the lock session");
+          this.sessionLost(session, error as Error);
+        }
+      })
+      .then(report)
+      .catch((error: unknown) => this.logger.error({ err: error }, "a listener of a job event threw"))
+      .finally(() => this.unlocking.delete(settled));
+    this.unlocking.add(settled);
   }
 
   /** Reports each written job as applied, except those the fence refused. */
