@@ -192,15 +192,16 @@ export class LockSession {
     workerId: string;
     onLost: (error: Error) => void;
   }): Promise<LockSession> {
-    const locks = await openConnection(options.connectionString, "lock session", options.workerId);
-    let writes: SerialConnection;
-    try {
-      writes = await openConnection(options.connectionString, "writes", options.workerId);
-    } catch (error) {
-      await locks.client.end().catch(() => undefined);
-      throw error;
+    const [locks, writes] = await Promise.allSettled([
+      openConnection(options.connectionString, "lock session", options.workerId),
+      openConnection(options.connectionString, "writes", options.workerId),
+    ]);
+    if (locks.status === "rejected" || writes.status === "rejected") {
+      for (const opened of [locks, writes])
+        if (opened.status === "fulfilled") await opened.value.client.end().catch(() => undefined);
+      throw locks.status === "rejected" ? locks.reason : (writes as PromiseRejectedResult).reason;
     }
-    return new LockSession(locks, writes, options.schema, options.workerId, options.onLost);
+    return new LockSession(locks.value, writes.value, options.schema, options.workerId, options.onLost);
   }
 
   /**

@@ -242,17 +242,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Start of a single-session worker (or of one lane). */
   private async startSession(): Promise<void> {
-    if (!this.lane) await this.checkSchemaVersion();
-    await this.openSession();
-    const session = this.session as LockSession | null;
-    if (session) {
-      const cap = Math.max(1, Math.floor((await session.lockTableSlots()) / this.lockTableShare));
-      if (this.prefetch > cap) {
-        this.logger.warn({ prefetch: this.prefetch, cap }, "prefetch capped to stay within the lock table");
-        this.prefetch = cap;
-      }
-    }
-    this.listener = new NotifyListener({
+    const listener = new NotifyListener({
       connectionString: this.config.databaseUrl,
       channel: this.config.notifyChannel,
       logger: this.logger,
@@ -262,7 +252,27 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.wake();
       },
     });
-    await this.listener.start();
+    this.listener = listener;
+    if (!this.lane) await this.checkSchemaVersion();
+    // The lock session and the LISTEN connection open at once; the first claim (wake, below) comes
+    // after both, so no notification before it can be missed.
+    const results = await Promise.allSettled([this.openSession(), listener.start()]);
+    const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failure) {
+      await listener.stop();
+      const session = this.session;
+      this.session = null;
+      await session?.close();
+      throw failure.reason;
+    }
+    const session = this.session as LockSession | null;
+    if (session) {
+      const cap = Math.max(1, Math.floor((await session.lockTableSlots()) / this.lockTableShare));
+      if (this.prefetch > cap) {
+        this.logger.warn({ prefetch: this.prefetch, cap }, "prefetch capped to stay within the lock table");
+        this.prefetch = cap;
+      }
+    }
     this.every(this.config.pollIntervalSeconds, true, () => this.wake());
     this.every(this.config.heartbeatIntervalSeconds, false, () => void this.heartbeat());
     if (this.runReaper) this.every(this.config.reaperIntervalSeconds, true, () => void this.reap());
