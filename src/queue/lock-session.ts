@@ -19,6 +19,7 @@ import {
   claimJobs,
   deleteWorker,
   heartbeat,
+  lockConnectionSettings,
   lockSessionSettings,
   markRunning,
 } from "./sql/claim.js";
@@ -140,14 +141,15 @@ class SerialConnection {
 }
 
 /** Opens a connection of a lock session, with the planner settings its statements need. */
-async function openConnection(connectionString: string, role: string, workerId: string) {
+async function openConnection(connectionString: string, role: "lock session" | "writes", workerId: string) {
   const client = await connectSession({
     connectionString,
     applicationName: `taskqueue ${role} ${workerId}`.slice(0, 63),
   });
   try {
-    // Plans that hold whatever the statistics say: see lockSessionSettings.
-    await client.query(lockSessionSettings);
+    // Plans that hold whatever the statistics say (lockSessionSettings); claims commit without
+    // waiting for the disk (lockConnectionSettings).
+    await client.query(role === "lock session" ? lockConnectionSettings : lockSessionSettings);
   } catch (error) {
     await client.end().catch(() => undefined);
     throw error;

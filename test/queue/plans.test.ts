@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 import pg from "pg";
 import { lockClassFor } from "../../src/queue/lock-class.js";
-import { claimJobs, lockSessionSettings } from "../../src/queue/sql/claim.js";
+import { claimJobs, lockConnectionSettings, lockSessionSettings } from "../../src/queue/sql/claim.js";
 import { completeJobs, writeDone } from "../../src/queue/sql/finish.js";
 import { jsonTextArray, numberArray } from "../../src/queue/sql/params.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
@@ -149,6 +149,40 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
     assert.deepEqual(rescans, [], "no plan node runs once per row of the batch");
   } finally {
     await session.end();
+    await fresh.drop();
+  }
+});
+
+it("the lock connection's cached claim plan, built on an empty table, still walks the claim index and the primary key", async () => {
+  const fresh = await createTestDb();
+  const lock = new pg.Client({ connectionString: DATABASE_URL });
+  await lock.connect();
+  try {
+    await lock.query(lockConnectionSettings);
+    await fresh.sql("ANALYZE jobs"); // statistics of an empty table
+    const lockClass = lockClassFor(fresh.schema);
+    await lock.query(`PREPARE claim(text[], int, int4, text) AS ${claimJobs(fresh.schema).text}`);
+    const execute = `EXECUTE claim('{noop}', 800, ${Number(lockClass)}, 'w')`;
+    await lock.query(execute); // the plan is cached now
+    await fresh.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 20000)");
+    const { rows } = await lock.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${execute}`);
+    const [explained] = rows[0]["QUERY PLAN"] as { Plan: PlanNode }[];
+    const claim = nodes(explained?.Plan as PlanNode);
+    const scans = claim
+      .filter((n) => n["Relation Name"] === "jobs" && n["Node Type"].includes("Scan"))
+      .map((n) => `${n["Node Type"]} ${n["Index Name"] ?? ""}`.trim());
+    assert.deepEqual(scans, ["Index Scan jobs_claim_idx", "Index Scan jobs_pkey"]);
+    assert.equal(
+      claim.filter((n) => n["Node Type"] === "Sort").length,
+      1,
+      "only the claimed rows are sorted",
+    );
+    const [claimed] = await fresh.sql<{ n: number }>(
+      "SELECT count(*)::int AS n FROM jobs WHERE status = 'claimed'",
+    );
+    assert.equal(claimed?.n, 800);
+  } finally {
+    await lock.end();
     await fresh.drop();
   }
 });

@@ -70,9 +70,9 @@ export class SqlFloorAdapter extends QueueAdapter {
       ...enqueueJobs(this.schema),
       values: [
         new Array(n).fill("noop"),
-        payloads.map((p) => JSON.stringify(p)),
-        new Array(n).fill(5),
-        new Array(n).fill(3),
+        jsonTextArray(payloads.map((p) => JSON.stringify(p))),
+        numberArray(new Array(n).fill(5)),
+        numberArray(new Array(n).fill(3)),
         new Array(n).fill(null),
       ],
     });
