@@ -1,6 +1,12 @@
 /** Command-line flags of `npm run bench:compare -- [flags]`. */
+
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { SYSTEMS, type SystemName } from "./types.js";
+
+/** bench/results of the repository (this file runs from dist/bench/compare/). */
+const DEFAULT_OUT_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "bench", "results");
 
 export interface RunOptions {
   /** Jobs per enqueue and drain measurement. */
@@ -23,6 +29,8 @@ export interface RunOptions {
   intervalMs: number;
   /** Bound of every phase, ms. */
   phaseTimeoutMs: number;
+  /** Directory the result files are written to. */
+  outDir: string;
   databaseUrl: string;
   redisUrl: string;
 }
@@ -34,6 +42,7 @@ export const USAGE = `usage: npm run bench:compare -- [flags]
   --skip-1m             skip (e), the claim latency with 1,000,000 finished jobs
   --repeat N            drain runs, median reported (default 1)
   --phase-timeout S     bound of each phase in seconds (default 120)
+  --out DIR             where compare-latest.json and .meta.json go (default bench/results)
 environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test),
              REDIS_URL (default redis://127.0.0.1:6379, bullmq-redis only)`;
 
@@ -55,6 +64,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.en
       "skip-1m": { type: "boolean", default: false },
       repeat: { type: "string" },
       "phase-timeout": { type: "string" },
+      out: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -85,6 +95,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.en
     inFlight: 50,
     intervalMs: 20,
     phaseTimeoutMs: positiveInt("phase-timeout", values["phase-timeout"], 120) * 1000,
+    outDir: values.out === undefined ? DEFAULT_OUT_DIR : resolve(values.out),
     databaseUrl: env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test",
     redisUrl: env.REDIS_URL || "redis://127.0.0.1:6379",
   };

@@ -22,7 +22,6 @@ import { blankReport, type ResultRow, type SystemName, type SystemReport } from 
 
 const HERE = dirname(fileURLToPath(import.meta.url)); // dist/bench/compare
 const ROOT = join(HERE, "..", "..", "..");
-const RESULTS = join(ROOT, "bench", "results");
 const SCHEMA_PREFIX = "bench_cmp_";
 
 const log = (message: string) =>
@@ -241,6 +240,7 @@ async function main(): Promise<number> {
   ].join("\n");
   process.stdout.write(output);
 
+  const RESULTS = options.outDir;
   mkdirSync(RESULTS, { recursive: true });
   writeFileSync(
     join(RESULTS, "compare-latest.json"),
@@ -300,6 +300,15 @@ async function main(): Promise<number> {
   };
   writeFileSync(join(RESULTS, "compare-latest.meta.json"), `${JSON.stringify(meta, null, 2)}\n`);
   log(`wrote ${relative(process.cwd(), join(RESULTS, "compare-latest.json"))} and compare-latest.meta.json`);
+  const failed = reports.flatMap((r) =>
+    Object.entries(r.missing)
+      .filter(([, missing]) => missing?.kind === "failed")
+      .map(([figure]) => `${r.row.system} ${figure}`),
+  );
+  if (failed.length > 0) {
+    log(`failed: ${failed.join(", ")} (see the notes); exit code 1`);
+    return 1;
+  }
   return 0;
 }
 
