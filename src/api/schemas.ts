@@ -233,6 +233,35 @@ export const BatchResponse = Type.Object({
   jobs: Type.Array(JobResponse, { description: "The jobs created, in the order given." }),
 });
 
+/** Response of POST /jobs/batch with `Prefer: return=minimal`. */
+export const BatchIdsResponse = Type.Object({
+  ids: Type.Array(Type.Integer(), { description: "The new jobs' ids, in the order given." }),
+});
+
+/** Request headers of POST /jobs/batch that change what it answers. */
+export const BatchHeaders = Type.Object({
+  prefer: Type.Optional(
+    Type.String({
+      description:
+        '`return=minimal` (RFC 7240): answer with the new jobs\' ids only, `{"ids": [...]}`, instead of the ' +
+        "jobs; the answer then says `Preference-Applied: return=minimal`.",
+    }),
+  ),
+});
+
+/**
+ * True if a `Prefer` header (RFC 7240) asks for `return=minimal`: comma-separated preferences,
+ * each `name[=value]` with optional parameters after `;`, names case-insensitive, values possibly
+ * quoted.
+ */
+export function prefersMinimalReturn(prefer: string | undefined): boolean {
+  if (!prefer) return false;
+  return prefer.split(",").some((preference) => {
+    const [name, value] = (preference.split(";")[0] ?? "").split("=").map((part) => part.trim());
+    return name?.toLowerCase() === "return" && value?.replace(/^"(.*)"$/, "$1") === "minimal";
+  });
+}
+
 /** Response of GET /jobs. */
 export const JobListResponse = Type.Object({
   jobs: Type.Array(JobResponse, { description: "Newest first." }),

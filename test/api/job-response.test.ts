@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { type JobResponse, toJobResponse } from "../../src/api/schemas.js";
+import { type JobResponse, prefersMinimalReturn, toJobResponse } from "../../src/api/schemas.js";
 import type { Job } from "../../src/queue/types.js";
 import { useApi } from "./support.js";
 
@@ -79,5 +79,44 @@ describe("a job's wire shape", () => {
       const read = await api.app.inject({ method: "GET", url: `/jobs/${job.id}` });
       assert.deepEqual(job, read.json());
     }
+  });
+
+  it("with Prefer: return=minimal, a POST /jobs/batch answers with the new ids in the order given", async () => {
+    const res = await api.app.inject({
+      method: "POST",
+      url: "/jobs/batch",
+      headers: { prefer: "respond-async, return=minimal" },
+      payload: {
+        jobs: [
+          { type: "echo", payload: { n: 1 } },
+          { type: "echo", payload: { n: 2 } },
+        ],
+      },
+    });
+    assert.equal(res.statusCode, 201, res.body);
+    assert.equal(res.headers["preference-applied"], "return=minimal");
+    const { ids } = res.json<{ ids: number[] }>();
+    assert.equal(ids.length, 2);
+    const stored = await Promise.all(
+      ids.map(async (id) =>
+        (await api.app.inject({ method: "GET", url: `/jobs/${id}` })).json<JobResponse>(),
+      ),
+    );
+    assert.deepEqual(
+      stored.map((job) => job.payload),
+      [{ n: 1 }, { n: 2 }],
+    );
+  });
+
+  it("reads Prefer as RFC 7240 has it", () => {
+    for (const prefer of [
+      "return=minimal",
+      "Return=minimal",
+      'return="minimal"',
+      "wait=5, return=minimal; x=y",
+    ])
+      assert.equal(prefersMinimalReturn(prefer), true, prefer);
+    for (const prefer of [undefined, "", "return=representation", "return", "minimal", "return=minimalist"])
+      assert.equal(prefersMinimalReturn(prefer), false, String(prefer));
   });
 });

@@ -3,12 +3,14 @@
  * input against the schemas in ../schemas.ts and talks only to the {@link Ledger}.
  */
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { Static } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
 import { JobNotFoundError } from "../../errors.js";
 import type { Ledger } from "../../queue/ledger.js";
 import type { JobSpec } from "../../queue/types.js";
 import {
   BatchBody,
+  BatchHeaders,
+  BatchIdsResponse,
   BatchResponse,
   DEFAULT_LIST_LIMIT,
   JobIdParams,
@@ -16,9 +18,13 @@ import {
   JobResponse,
   JobSpecBody,
   ListJobsQuerystring,
+  prefersMinimalReturn,
   problemResponse,
   toJobResponse,
 } from "../schemas.js";
+
+/** What POST /jobs/batch answers: the jobs, or with `Prefer: return=minimal` their ids. */
+type BatchAnswer = Static<typeof BatchResponse> | Static<typeof BatchIdsResponse>;
 
 /** Options of {@link jobRoutes}. */
 export interface JobRoutesOptions {
@@ -76,10 +82,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         tags: ["jobs"],
         summary: "Enqueue many jobs at once",
         description:
-          "Creates 1–10,000 jobs in one statement, all or nothing, and returns them in the order given. " +
+          "Creates 1–10,000 jobs in one statement, all or nothing, and returns them in the order given " +
+          "(with `Prefer: return=minimal`, only their ids). " +
           "If any job is invalid nothing is written and the 422 names every bad field as `jobs/<index>/<field>`.",
+        headers: BatchHeaders,
         body: BatchBody,
-        response: { 201: BatchResponse, ...bodyErrors },
+        response: { 201: Type.Union([BatchResponse, BatchIdsResponse]), ...bodyErrors },
       },
     },
     async (request, reply) => {
@@ -87,11 +95,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       // Serialized here with JSON.stringify, twice as fast as the schema's serializer for 1,000
       // jobs; Fastify sends a string body with a content type as it is (the cast only tells the
       // type provider so). Its objects come from toJobResponse, so the shape is BatchResponse's.
-      const body = JSON.stringify({ jobs: jobs.map(toJobResponse) });
-      return reply
-        .code(201)
-        .type("application/json; charset=utf-8")
-        .send(body as unknown as Static<typeof BatchResponse>);
+      reply.code(201).type("application/json; charset=utf-8");
+      if (prefersMinimalReturn(request.headers.prefer)) {
+        reply.header("preference-applied", "return=minimal");
+        return reply.send(JSON.stringify({ ids: jobs.map((job) => job.id) }) as unknown as BatchAnswer);
+      }
+      return reply.send(JSON.stringify({ jobs: jobs.map(toJobResponse) }) as unknown as BatchAnswer);
     },
   );
 
