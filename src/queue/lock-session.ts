@@ -57,25 +57,6 @@ export interface Failure extends ClaimRef {
   runMs: number;
 }
 
-/** A claimed job's row (CLAIMED_COLUMNS). */
-interface ClaimedRow {
-  id: number;
-  type: string;
-  payload: JsonValue;
-  priority: number;
-  attempt: number;
-  max_retries: number;
-}
-
-const toClaimedJob = (r: ClaimedRow): ClaimedJob => ({
-  id: r.id,
-  type: r.type,
-  payload: r.payload,
-  priority: r.priority,
-  attempt: r.attempt,
-  maxRetries: r.max_retries,
-});
-
 /** The one row of a batched completion or release: ids the fence refused (bigint[] as strings). */
 interface RefusedRow {
   refused_ids: (string | number)[];
@@ -230,11 +211,12 @@ export class LockSession {
 
   /** Claims up to `limit` due jobs of `types`, in claim order (priority DESC, run_at, id). */
   async claim(types: readonly string[], limit: number): Promise<ClaimedJob[]> {
-    const { rows } = await this.locks.query<ClaimedRow>({
+    // The claim names its columns as ClaimedJob's fields (claim.ts): rows are used as they are.
+    const { rows } = await this.locks.query<ClaimedJob & pg.QueryResultRow>({
       ...claimJobs(this.schema),
       values: [types, limit, this.lockClass, this.workerId],
     });
-    return rows.map(toClaimedJob);
+    return rows;
   }
 
   /** Fenced claimed → running. Returns the ids that moved. */

@@ -100,6 +100,47 @@ interface RunningJob {
   abandoned: false | "shutdown" | "session lost" | "claim lost";
 }
 
+/**
+ * The claimed jobs waiting for a handler slot, first in first out. Taking from the front is O(1)
+ * (`Array#shift` moves every element: a batch of 800 cost 320,000 moves).
+ */
+class JobBuffer {
+  private items: ClaimedJob[] = [];
+  private head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(job: ClaimedJob): void {
+    this.items.push(job);
+  }
+
+  /** The oldest job, or undefined when empty. */
+  take(): ClaimedJob | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const job = this.items[this.head++];
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    }
+    return job;
+  }
+
+  /** The jobs waiting, oldest first (a copy). */
+  jobs(): ClaimedJob[] {
+    return this.items.slice(this.head);
+  }
+
+  /** Empties the buffer and returns what it held, oldest first. */
+  takeAll(): ClaimedJob[] {
+    const all = this.jobs();
+    this.items = [];
+    this.head = 0;
+    return all;
+  }
+}
+
 /** Bounded local buffer: at most this share of the server's lock table per worker process. */
 const LOCK_TABLE_SHARE = 8;
 
@@ -129,7 +170,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private prefetch: number;
   private listener: NotifyListener | null = null;
 
-  private buffer: { job: ClaimedJob; generation: number }[] = [];
+  /** Claimed jobs not started yet, all of the current generation (a lost session clears it). */
+  private readonly buffer = new JobBuffer();
   private readonly running = new Map<number, RunningJob>();
   private startQueue: ClaimRef[] = [];
   private doneQueue: Completion[] = [];
@@ -380,7 +422,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
             if (this.stopping) {
               this.releaseQueue.push({ id: job.id, attempt: job.attempt });
               this.claimedWhileStopping.push(job.id);
-            } else this.buffer.push({ job, generation });
+            } else this.buffer.push(job);
           }
           if (this.stopping) this.scheduleFlush();
         }
@@ -399,18 +441,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Starts handlers from the buffer while there is a free slot. */
   private dispatch(): void {
-    while (!this.stopping && this.running.size < this.config.workerCount && this.buffer.length > 0) {
-      const entry = this.buffer.shift() as { job: ClaimedJob; generation: number };
-      if (entry.generation !== this.generation) continue;
-      this.runJob(entry.job, entry.generation);
-    }
+    while (!this.stopping && this.running.size < this.config.workerCount && this.buffer.length > 0)
+      this.runJob(this.buffer.take() as ClaimedJob, this.generation);
   }
 
   private runJob(job: ClaimedJob, generation: number): void {
     const controller = new AbortController();
     const entry: RunningJob = { job, generation, controller, startedAt: performance.now(), abandoned: false };
     this.running.set(job.id, entry);
-    this.startQueue.push({ id: job.id, attempt: job.attempt });
+    this.startQueue.push(job);
     this.scheduleFlush();
     const handler = this.registry.get(job.type);
     void (async () => {
@@ -615,7 +654,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const session = this.session;
     if (!session || session.isLost) return;
     const held: ClaimRef[] = [
-      ...this.buffer.map((b) => ({ id: b.job.id, attempt: b.job.attempt })),
+      ...this.buffer.jobs().map((job) => ({ id: job.id, attempt: job.attempt })),
       ...[...this.running.values()]
         .filter((r) => !r.abandoned)
         .map((r) => ({ id: r.job.id, attempt: r.job.attempt })),
@@ -667,8 +706,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.session = null;
     this.generation++;
     void session.close();
-    const dropped = this.buffer.length;
-    this.buffer = [];
+    const dropped = this.buffer.takeAll().length;
     this.startQueue = [];
     // Outcomes queued but not yet written belong to the lost session's claims: never hand them in
     // through the next session, which would pass the row fence (same worker id) without the lock.
@@ -740,13 +778,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.retryWake) clearTimeout(this.retryWake.timer);
     await this.listener?.stop();
     await this.claiming;
-    const releasedJobIds = [
-      ...this.claimedWhileStopping,
-      ...this.buffer.filter((b) => b.generation === this.generation).map((b) => b.job.id),
-    ];
-    for (const { job, generation } of this.buffer)
-      if (generation === this.generation) this.releaseQueue.push({ id: job.id, attempt: job.attempt });
-    this.buffer = [];
+    const unstarted = this.buffer.takeAll();
+    const releasedJobIds = [...this.claimedWhileStopping, ...unstarted.map((job) => job.id)];
+    for (const job of unstarted) this.releaseQueue.push({ id: job.id, attempt: job.attempt });
     this.scheduleFlush();
 
     if (this.running.size > 0) {

@@ -20,13 +20,16 @@ export const claimJobs = (schema: string): Statement =>
      SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id`,
   );
 
-/** Columns of a claimed job as a claim returns it. */
-const CLAIMED_COLUMNS = "id, type, payload, priority, attempt, max_retries";
+/**
+ * Columns of a claimed job as a claim returns it, named as the worker's `ClaimedJob` fields so
+ * that each row is used as it arrives.
+ */
+const CLAIMED_COLUMNS = `id, type, payload, priority, attempt, max_retries AS "maxRetries"`;
 
 /**
  * The claim's CTEs (`candidates`, `locked`, `claimed`, `claim_counted`), parameters named by the
  * caller: `types` text[], `limit` int, `lockClass` int4, `workerId` text. `claimed` holds the
- * claimed rows ({@link CLAIMED_COLUMNS} and run_at).
+ * claimed rows (id, type, payload, priority, attempt, max_retries and run_at).
  */
 const claimCtes = (p: { types: string; limit: string; lockClass: string; workerId: string }): string =>
   `candidates AS MATERIALIZED (
