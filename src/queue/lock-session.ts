@@ -128,8 +128,8 @@ async function openConnection(connectionString: string, role: "lock session" | "
     applicationName: `taskqueue ${role} ${workerId}`.slice(0, 63),
   });
   try {
-    // Plans that hold whatever the statistics say (lockSessionSettings); claims commit without
-    // waiting for the disk (lockConnectionSettings).
+    // Cached plans that hold whatever the statistics say (lockSessionSettings); claims commit
+    // without waiting for the disk (lockConnectionSettings).
     await client.query(role === "lock session" ? lockConnectionSettings : lockSessionSettings);
   } catch (error) {
     await client.end().catch(() => undefined);

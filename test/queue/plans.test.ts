@@ -153,36 +153,72 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
   }
 });
 
-it("the lock connection's cached claim plan, built on an empty table, still walks the claim index and the primary key", async () => {
+it("cached plans built on an empty table still walk the claim index and reach batches through the primary key", async () => {
   const fresh = await createTestDb();
   const lock = new pg.Client({ connectionString: DATABASE_URL });
-  await lock.connect();
+  const writes = new pg.Client({ connectionString: DATABASE_URL });
+  await Promise.all([lock.connect(), writes.connect()]);
   try {
     await lock.query(lockConnectionSettings);
+    await writes.query(lockSessionSettings);
     await fresh.sql("ANALYZE jobs"); // statistics of an empty table
-    const lockClass = lockClassFor(fresh.schema);
+    const lockClass = Number(lockClassFor(fresh.schema));
     await lock.query(`PREPARE claim(text[], int, int4, text) AS ${claimJobs(fresh.schema).text}`);
-    const execute = `EXECUTE claim('{noop}', 800, ${Number(lockClass)}, 'w')`;
-    await lock.query(execute); // the plan is cached now
-    await fresh.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 20000)");
-    const { rows } = await lock.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${execute}`);
-    const [explained] = rows[0]["QUERY PLAN"] as { Plan: PlanNode }[];
-    const claim = nodes(explained?.Plan as PlanNode);
-    const scans = claim
-      .filter((n) => n["Relation Name"] === "jobs" && n["Node Type"].includes("Scan"))
-      .map((n) => `${n["Node Type"]} ${n["Index Name"] ?? ""}`.trim());
-    assert.deepEqual(scans, ["Index Scan jobs_claim_idx", "Index Scan jobs_pkey"]);
-    assert.equal(
-      claim.filter((n) => n["Node Type"] === "Sort").length,
-      1,
-      "only the claimed rows are sorted",
+    await writes.query(
+      `PREPARE done(bigint[], int[], jsonb, float8[], text) AS ${writeDone(fresh.schema).text}`,
     );
-    const [claimed] = await fresh.sql<{ n: number }>(
-      "SELECT count(*)::int AS n FROM jobs WHERE status = 'claimed'",
-    );
-    assert.equal(claimed?.n, 800);
+    const claim = `EXECUTE claim('{noop}', 800, ${lockClass}, 'w')`;
+    await lock.query(claim); // the plans are cached now, for a table with no rows
+    await writes.query("EXECUTE done('{}', '{}', '[]', '{}', 'w')");
+    const explain = async (on: pg.Client, text: string) => {
+      const { rows } = await on.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`);
+      const [explained] = rows[0]["QUERY PLAN"] as { Plan: PlanNode }[];
+      return nodes(explained?.Plan as PlanNode);
+    };
+    const scansOfJobs = (plan: PlanNode[]) =>
+      plan
+        .filter((n) => n["Relation Name"] === "jobs" && n["Node Type"].includes("Scan"))
+        .map((n) => `${n["Node Type"]} ${n["Index Name"] ?? ""}`.trim());
+    for (const history of [0, 200_000]) {
+      if (history > 0) {
+        await fresh.sql(
+          "INSERT INTO jobs (type, status, started_at, completed_at, result) SELECT 'noop', 'done', now(), now(), 'null' FROM generate_series(1, $1::int)",
+          [history],
+        );
+        await fresh.sql("ANALYZE jobs");
+      }
+      await fresh.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 20000)");
+      const claimPlan = await explain(lock, claim);
+      assert.deepEqual(scansOfJobs(claimPlan), ["Index Scan jobs_claim_idx", "Index Scan jobs_pkey"]);
+      assert.equal(
+        claimPlan.filter((n) => n["Node Type"] === "Sort").length,
+        1,
+        "only the claimed rows are sorted",
+      );
+      const held = await fresh.sql<{ id: number }>(
+        "SELECT id FROM jobs WHERE status = 'claimed' ORDER BY id",
+      );
+      assert.equal(held.length, 800);
+      const ids = held.map((r) => r.id);
+      const donePlan = await explain(
+        writes,
+        `EXECUTE done('${numberArray(ids)}', '${numberArray(ids.map(() => 0))}', '${jsonTextArray(ids.map(() => "null"))}', '${numberArray(ids.map(() => 1))}', 'w')`,
+      );
+      assert.deepEqual(
+        scansOfJobs(donePlan),
+        ["Index Scan jobs_pkey"],
+        `completion, ${history} finished jobs`,
+      );
+      assert.deepEqual(
+        donePlan.filter((n) => (n["Actual Loops"] ?? 1) > 1).map((n) => n["Node Type"]),
+        [],
+        "no plan node runs once per row of the batch",
+      );
+      await lock.query("SELECT pg_advisory_unlock_all()");
+      await fresh.sql("DELETE FROM jobs WHERE status <> 'done'");
+    }
   } finally {
-    await lock.end();
+    await Promise.all([lock.end(), writes.end()]);
     await fresh.drop();
   }
 });

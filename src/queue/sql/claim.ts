@@ -110,48 +110,42 @@ export const backendPid: Statement = {
 };
 
 /**
- * Planner settings of a lock session's write connection, which runs only the outcome writes and
- * heartbeats of this module and finish.ts (the lock connection's are {@link lockConnectionSettings}):
- * - `plan_cache_mode = force_custom_plan`: plan every batch statement for its actual arrays. A
- *   cached generic plan cannot see how many elements an array holds and may pick a nested loop
- *   over the whole batch for every row (measured: 500 ms instead of 15 ms for 1,000 completions
- *   with a large history); a custom plan costs well under a millisecond.
- * - `enable_sort = off`: the claim walks jobs_claim_idx in claim order and stops at its LIMIT,
- *   whatever the statistics say. Right after a burst of inserts, before ANALYZE has seen them, the
- *   planner believed the pending set tiny and chose to fetch all of it and sort it for every
- *   batch (20,000 rows sorted per claim of 800: a third slower drain, measured). A sort that has
- *   no alternative (the claimed rows' final order) still runs.
- * - `enable_nestloop = off`: fenced writes join their batch with the held jobs by hash. The
- *   planner cannot know how many held jobs a new worker id matches (none, in its statistics) and
- *   chose a nested loop that rescanned the batch for every held row (measured: 55 ms instead of
- *   3 ms for 400 completions with two lock sessions).
+ * Planner settings of both connections of a lock session, which run only the statements of this
+ * module and finish.ts, each touching a batch of rows. The point: plans that hold whatever the
+ * statistics say, and that are made once per connection.
+ * - `plan_cache_mode = force_generic_plan`: every statement is planned once per connection (again
+ *   after an ANALYZE or DDL of its tables), not for every batch (planning a completion of 800 jobs
+ *   took 1.2 ms of its 22). A generic plan cannot see how many elements an array holds, nor how
+ *   many rows a table has now, so the settings below leave it only the intended plans.
+ * - `enable_seqscan = off`: a plan built on an empty table found the claimed rows by a sequential
+ *   scan (measured: 105 ms per claim once 20,000 jobs were pending); every statement here reaches
+ *   its rows through jobs_claim_idx or the primary key.
+ * - `enable_sort = off`: the claim walks jobs_claim_idx in claim order and stops at its LIMIT.
+ *   Right after a burst of inserts, before ANALYZE has seen them, the planner believed the pending
+ *   set tiny and chose to fetch all of it and sort it for every batch (20,000 rows sorted per claim
+ *   of 800: a third slower drain, measured). A sort that has no alternative (the claimed rows'
+ *   final order) still runs.
+ * - `enable_nestloop = off`: fenced writes join their batch with the held jobs by hash. Plans that
+ *   could not see the batch's size, or how many held jobs a new worker id matches, chose nested
+ *   loops that rescanned the batch for every row (measured: 500 ms instead of 15 ms for 1,000
+ *   completions with a large history; 55 ms instead of 3 ms for 400 with two lock sessions).
  * - `jit = off`: a disabled plan node adds a huge constant to a plan's cost, which would cross the
  *   JIT thresholds and compile every claim (measured: 150–200 ms per claim instead of 10 ms).
- *   These statements touch a batch of rows; JIT never pays for them.
+ * `test/queue/plans.test.ts` checks the cached plans built on an empty table, with 200,000 finished
+ * jobs, and with statistics taken before 20,000 inserts.
  */
 export const lockSessionSettings =
-  "SET plan_cache_mode = force_custom_plan; SET enable_sort = off; SET enable_nestloop = off; SET jit = off";
+  "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; SET enable_sort = off; " +
+  "SET enable_nestloop = off; SET jit = off";
 
 /**
- * The lock connection's settings. It runs only claims and unlocks, one claim per wake-up, so for an
- * idle worker picking up one job the claim's planning and commit are most of the pick-up time.
- * - `plan_cache_mode = force_generic_plan` with `enable_seqscan = off` (and the rest of
- *   {@link lockSessionSettings} but its custom plans): the claim is planned once per connection
- *   (again after an ANALYZE or DDL), not for every batch. A generic plan cannot see how many jobs
- *   are pending, and one built on an empty table chose to find the claimed rows by a sequential
- *   scan (measured: 105 ms per claim once 20,000 jobs were pending); with sequential scans, sorts
- *   and nested loops off, the only plan left is the intended one — jobs_claim_idx in claim order,
- *   the primary key for the update — whatever the statistics say. `test/queue/plans.test.ts`
- *   checks the cached plan built on an empty table.
- * - `synchronous_commit = off`: a claim returns without waiting for its WAL to reach the disk.
- *   What that risks is a claim lost to a crash of the database server within a fraction of a
- *   second of it: the job is then pending again, and runs again. A database crash ends every lock
- *   session anyway, so every job held at that moment runs again (at least once across crashes,
- *   DESIGN.md §5); a lost claim only brings that forward. Unlocks write no WAL; outcomes,
- *   heartbeats and inserts keep synchronous commits, and an outcome's commit flushes the WAL up to
- *   it, claims included.
- * Together: a one-job claim took 0.8 ms instead of 1.6–2.1 ms here.
+ * The lock connection's settings: {@link lockSessionSettings}, and `synchronous_commit = off`. A
+ * claim returns without waiting for its WAL to reach the disk. What that risks is a claim lost to a
+ * crash of the database server within a fraction of a second of it: the job is then pending again,
+ * and runs again. A database crash ends every lock session anyway, so every job held at that
+ * moment runs again (at least once across crashes, DESIGN.md §5); a lost claim only brings that
+ * forward. Unlocks write no WAL; outcomes, heartbeats and inserts keep synchronous commits, and an
+ * outcome's commit flushes the WAL up to it, claims included. With the cached plan, a one-job claim
+ * (an idle worker's pick-up) took 0.8 ms instead of 1.6–2.1 ms here.
  */
-export const lockConnectionSettings =
-  "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; SET enable_sort = off; " +
-  "SET enable_nestloop = off; SET jit = off; SET synchronous_commit = off";
+export const lockConnectionSettings = `${lockSessionSettings}; SET synchronous_commit = off`;
