@@ -79,60 +79,118 @@ function storable(text: string): boolean {
   return !text.includes("\u0000") && text.isWellFormed();
 }
 
-/** Path of the first string (value or key) PostgreSQL cannot store (see `storable`), or null. */
-export function findUnstorableString(value: unknown, path: string): string | null {
-  if (typeof value === "string") return storable(value) ? null : path;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findUnstorableString(value[i], `${path}/${i}`);
-      if (found) return found;
-    }
-    return null;
+/**
+ * Deepest nesting of arrays and objects a payload or result may have. Deeper values are refused
+ * with a clear problem: walking them (here, in PostgreSQL, in the API's serializers) would
+ * overflow a call stack somewhere, and nothing real nests that deep.
+ */
+export const MAX_JSON_DEPTH = 1000;
+
+/** True if the JSON `text` nests arrays and objects deeper than `maxDepth`. One pass, no recursion. */
+export function nestsDeeperThan(text: string, maxDepth: number): boolean {
+  // Each level costs at least two characters, so a short text cannot be too deep.
+  if (text.length <= 2 * maxDepth) return false;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c /* \ */) i++;
+      else if (c === 0x22 /* " */) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
+      if (++depth > maxDepth) return true;
+    } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) depth--;
   }
-  if (value !== null && typeof value === "object") {
-    for (const [key, inner] of Object.entries(value)) {
-      if (!storable(key)) return `${path}/${key.replaceAll("\u0000", "\\u0000").toWellFormed()}`;
-      const found = findUnstorableString(inner, `${path}/${key}`);
-      if (found) return found;
+  return false;
+}
+
+/**
+ * Path of the first string (value or key) PostgreSQL cannot store (see `storable`), or null.
+ * Iterative, so no nesting overflows the stack.
+ */
+export function findUnstorableString(value: unknown, path: string): string | null {
+  const stack: { value: unknown; path: string }[] = [{ value, path }];
+  while (stack.length > 0) {
+    const { value: current, path: at } = stack.pop() as { value: unknown; path: string };
+    if (typeof current === "string") {
+      if (!storable(current)) return at;
+    } else if (Array.isArray(current)) {
+      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], path: `${at}/${i}` });
+    } else if (current !== null && typeof current === "object") {
+      const entries = Object.entries(current);
+      for (const [key] of entries)
+        if (!storable(key)) return `${at}/${key.replaceAll("\u0000", "\\u0000").toWellFormed()}`;
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, inner] = entries[i] as [string, unknown];
+        stack.push({ value: inner, path: `${at}/${key}` });
+      }
     }
   }
   return null;
 }
 
-/** True if JSON.stringify would meet NaN or ±Infinity in `value` (after toJSON, as it does). */
-function hasNonFiniteNumber(value: unknown, key: string): boolean {
-  let inner = value;
-  if (
-    inner !== null &&
-    typeof inner === "object" &&
-    typeof (inner as { toJSON?: unknown }).toJSON === "function"
-  )
-    inner = (inner as { toJSON(key: string): unknown }).toJSON(key);
-  if (typeof inner === "number") return !Number.isFinite(inner);
-  if (Array.isArray(inner)) return inner.some((item, i) => hasNonFiniteNumber(item, String(i)));
-  if (inner !== null && typeof inner === "object") {
-    const record = inner as Record<string, unknown>;
-    return Object.keys(record).some((k) => hasNonFiniteNumber(record[k], k));
+/**
+ * True if JSON.stringify would meet NaN or ±Infinity in `value` (after toJSON, as it does).
+ * Iterative, so no nesting overflows the stack.
+ */
+function hasNonFiniteNumber(value: unknown): boolean {
+  const stack: { value: unknown; key: string }[] = [{ value, key: "" }];
+  while (stack.length > 0) {
+    const { value: current, key } = stack.pop() as { value: unknown; key: string };
+    let inner = current;
+    if (
+      inner !== null &&
+      typeof inner === "object" &&
+      typeof (inner as { toJSON?: unknown }).toJSON === "function"
+    )
+      inner = (inner as { toJSON(key: string): unknown }).toJSON(key);
+    if (typeof inner === "number") {
+      if (!Number.isFinite(inner)) return true;
+    } else if (Array.isArray(inner)) {
+      inner.forEach((item, i) => {
+        stack.push({ value: item, key: String(i) });
+      });
+    } else if (inner !== null && typeof inner === "object") {
+      const record = inner as Record<string, unknown>;
+      for (const k of Object.keys(record)) stack.push({ value: record[k], key: k });
+    }
   }
   return false;
 }
 
 /**
  * Serialises a value as the JSON that jsonb will store, or says why it cannot be stored:
- * not JSON-serialisable (undefined, functions, cycles, BigInt, non-finite numbers) or
- * holding a NUL character.
+ * not JSON-serialisable (undefined, functions, cycles, BigInt, non-finite numbers, a `toJSON`
+ * that throws), nested deeper than {@link MAX_JSON_DEPTH}, or holding a NUL character or an
+ * unpaired surrogate. Never throws.
  */
 export function toStorableJson(value: unknown, field: string): { json: string } | { problem: FieldProblem } {
+  try {
+    return storableJson(value, field);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : "it threw while being read";
+    return { problem: { field, message: `is not JSON-serialisable (${reason})` } };
+  }
+}
+
+function storableJson(value: unknown, field: string): { json: string } | { problem: FieldProblem } {
+  const tooDeep = {
+    problem: { field, message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` },
+  };
   let json: string | undefined;
   try {
     json = JSON.stringify(value === undefined ? null : value);
   } catch (error) {
+    // JSON.stringify recurses: a value nested deep enough overflows the stack on the way.
+    if (error instanceof RangeError && /call stack/i.test(error.message)) return tooDeep;
     return { problem: { field, message: `is not JSON-serialisable (${(error as Error).message})` } };
   }
   if (json === undefined) return { problem: { field, message: "is not JSON-serialisable" } };
+  if (nestsDeeperThan(json, MAX_JSON_DEPTH)) return tooDeep;
   // JSON.stringify writes NaN and ±Infinity as null without a word: only where the text has a null
   // is the value walked for them (a replacer function would have cost every key of every payload).
-  if (json.includes("null") && hasNonFiniteNumber(value, ""))
+  if (json.includes("null") && hasNonFiniteNumber(value))
     return { problem: { field, message: "is not JSON-serialisable (non-finite number)" } };
   // Cheap pre-filter on the JSON text (escaped NUL or surrogate), confirmed by walking the value.
   if (/\\u(0000|d[89a-f])/i.test(json)) {

@@ -471,7 +471,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
         failure = describeError(error);
       }
       this.finishJob(entry, result, failure);
-    })();
+    })().catch((error: unknown) => {
+      // finishJob does not throw; should it ever, the process must not die with the other jobs.
+      this.logger.error({ err: error, jobId: job.id }, "recording a job's outcome failed");
+    });
   }
 
   private finishJob(entry: RunningJob, result: unknown, failure: string | null): void {
@@ -835,9 +838,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
 /** A failed attempt's error text: `Name: message`, NUL-free and at most 4,000 characters. */
 export function describeError(error: unknown): string {
-  const text =
-    error instanceof Error
-      ? `${error.name === "Error" ? "" : `${error.name}: `}${error.message}`
-      : String(error);
-  return text.replaceAll("\u0000", "\\u0000").slice(0, 4000) || "handler failed without a message";
+  let text: string;
+  try {
+    text =
+      error instanceof Error
+        ? `${error.name === "Error" ? "" : `${error.name}: `}${error.message}`
+        : String(error);
+  } catch {
+    // A thrown value with no way to become a string (Object.create(null), a throwing toString).
+    text = "handler threw a value that cannot be turned into a message";
+  }
+  return String(text).replaceAll("\u0000", "\\u0000").slice(0, 4000) || "handler failed without a message";
 }

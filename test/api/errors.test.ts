@@ -118,6 +118,12 @@ describe("bad requests", () => {
     ]);
   });
 
+  it("refuses a payload nested deeper than 1,000 levels with 422", async () => {
+    const nested = (depth: number) => `${"[".repeat(depth)}null${"]".repeat(depth)}`;
+    for (const depth of [1001, 3000, 20000])
+      assertProblem(await postText(`{"type":"echo","payload":${nested(depth)}}`), 422, ["payload"]);
+  });
+
   it("answers malformed JSON with 400", async () => {
     const problem = assertProblem(await postText('{"type": "echo",'), 400);
     assert.match(problem.detail ?? "", /JSON/);

@@ -94,6 +94,22 @@ describe("/jobs", () => {
     ]);
   });
 
+  it("takes a payload nested 1,000 levels deep, and lists and reads it back", async () => {
+    const depth = 1000;
+    const res = await api.app.inject({
+      method: "POST",
+      url: "/jobs",
+      headers: { "content-type": "application/json" },
+      payload: `{"type":"deep","payload":${"[".repeat(depth)}null${"]".repeat(depth)}}`,
+    });
+    assert.equal(res.statusCode, 201, res.body.slice(0, 300));
+    const id = res.json<JobResponse>().id;
+    assert.equal((await api.app.inject({ method: "GET", url: `/jobs/${id}` })).statusCode, 200);
+    const list = await api.app.inject({ method: "GET", url: "/jobs?type=deep" });
+    assert.equal(list.statusCode, 200);
+    assert.equal(list.json<{ jobs: JobResponse[] }>().jobs[0]?.id, id);
+  });
+
   it("treats a run_at in the past as now", async () => {
     const job = await enqueue({ type: "echo", run_at: "2001-01-01T00:00:00Z" });
     assert.ok(Date.parse(job.run_at) >= Date.parse(job.created_at));

@@ -44,6 +44,23 @@ describe("library validation", () => {
     assert.deepEqual(fine.payload, { a: null, when: "1970-01-01T00:00:00.000Z" });
   });
 
+  it("refuses a payload nested deeper than 1,000 levels, and takes one 1,000 deep", async () => {
+    const nested = (depth: number, leaf: JsonValue): JsonValue => {
+      let value = leaf;
+      for (let i = 0; i < depth; i++) value = i % 2 === 0 ? [value] : { k: value };
+      return value;
+    };
+    for (const leaf of [null, 1, "s"])
+      await rejectsWith(db.ledger.addJob({ type: "noop", payload: nested(5000, leaf) }), "payload");
+    await rejectsWith(db.ledger.addJob({ type: "noop", payload: nested(1001, null) }), "payload");
+    const deepest = await db.ledger.addJob({ type: "noop", payload: nested(1000, null) });
+    assert.deepEqual(deepest.payload, nested(1000, null));
+    assert.deepEqual((await db.ledger.getJob(deepest.id))?.payload, nested(1000, null));
+    // A string full of brackets is not nesting.
+    const text = await db.ledger.addJob({ type: "noop", payload: { s: "[".repeat(5000) } });
+    assert.equal((text.payload as { s: string }).s.length, 5000);
+  });
+
   it("refuses unknown fields, such as the HTTP spelling or a typo", async () => {
     await rejectsWith(db.ledger.addJob({ type: "noop", max_retries: 7 } as never), "max_retries");
     await rejectsWith(db.ledger.addJob({ type: "noop", prority: 9 } as never), "prority");

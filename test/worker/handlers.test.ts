@@ -212,4 +212,46 @@ describe("through a worker", () => {
       await special.stop();
     }
   });
+
+  it("a result nested thousands of levels deep, or a thrown value with no message, fails its job and nothing else", async () => {
+    const nested = (depth: number): unknown => {
+      let value: unknown = null;
+      for (let i = 0; i < depth; i++) value = [value];
+      return value;
+    };
+    const special = await startWorker(db, {
+      builtins: false,
+      handlers: {
+        deep: () => nested(5000) as never,
+        shapeless: () => {
+          throw Object.create(null);
+        },
+        fine: () => ({ ok: true }),
+      },
+    });
+    try {
+      const failures = new Map<number, string>();
+      const bothFailed = new Promise<void>((resolve) =>
+        special.on("job:failed", (e) => {
+          failures.set(e.id, e.error);
+          if (failures.size === 2) resolve();
+        }),
+      );
+      const [deep, shapeless] = await db.ledger.addJobs([
+        { type: "deep", maxRetries: 0 },
+        { type: "shapeless", maxRetries: 0 },
+      ]);
+      if (!deep || !shapeless) throw new Error("enqueue failed");
+      await bothFailed;
+      assert.match(failures.get(deep.id) ?? "", /result nests arrays and objects deeper than 1000 levels/);
+      assert.match(failures.get(shapeless.id) ?? "", /cannot be turned into a message/);
+      // The worker lives on.
+      const done = waitForEvent<[{ id: number }]>(special, "job:completed", (e) => e.id === after?.id);
+      const after = await db.ledger.addJob({ type: "fine" });
+      await done;
+      assert.deepEqual((await db.ledger.getJob(after.id))?.result, { ok: true });
+    } finally {
+      await special.stop();
+    }
+  });
 });
