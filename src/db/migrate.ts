@@ -93,6 +93,7 @@ export async function migrate(
     if (current.rows[0]?.args !== `${notifyChannel}\\000`) {
       await client.query(retargetNotifyTriggers(schema, quoteLiteral(notifyChannel)));
     }
-    return { applied, version: migrations.at(-1)?.version ?? 0 };
+    // The schema's version: the highest ever applied, which may be above `toVersion`.
+    return { applied, version: Math.max(0, ...done, ...applied) };
   });
 }

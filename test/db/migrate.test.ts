@@ -30,8 +30,17 @@ describe("migrate", () => {
     );
     assert.deepEqual(
       rows.map((r) => r.table_name),
-      ["dead_letter_jobs", "job_counts", "job_stats", "jobs", "migrations", "workers"],
+      ["dead_letter_jobs", "job_counts", "job_exec_bins", "job_stats", "jobs", "migrations", "workers"],
     );
+  });
+
+  it("says the schema's own version when asked to stop below it", async () => {
+    const schema = fresh();
+    await migrate(pool, { schema, notifyChannel: "c1", toVersion: 2 });
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1", toVersion: 1 }), {
+      applied: [],
+      version: 2,
+    });
   });
 
   it("is a no-op when current", async () => {
@@ -109,6 +118,23 @@ describe("migrate", () => {
       !indexes.rows.some((r: { indexname: string }) => r.indexname === "jobs_completed_idx"),
       "jobs_completed_idx is gone",
     );
+  });
+
+  it("a worker of version 2 still running after the move to version 3 keeps writing its counters", async () => {
+    const schema = fresh();
+    await migrate(pool, { schema, notifyChannel: "c1" });
+    // The counter upserts of version 2's completions and failures, as that code sends them.
+    const v2StatsUpsert = `INSERT INTO "${schema}".job_stats AS s (bucket, slot, done, failed, exec_seconds)
+       VALUES (date_trunc('second', now()), 3, $1, $2, $3)
+       ON CONFLICT (bucket, slot) DO UPDATE
+         SET done = s.done + excluded.done, failed = s.failed + excluded.failed,
+             exec_seconds = s.exec_seconds + excluded.exec_seconds`;
+    await pool.query(v2StatsUpsert, [2, 0, 1]);
+    await pool.query(v2StatsUpsert, [1, 1, 0.5]);
+    const metrics = await new Ledger(pool, schema).metrics(30);
+    assert.equal(metrics.jobsPerSecond, 3 / metrics.windowSeconds);
+    assert.equal(metrics.errorRate, 1 / 4);
+    assert.equal(metrics.averageExecutionSeconds, 0.5);
   });
 
   it("the CHECK constraints hold even for writes that bypass the ledger", async () => {

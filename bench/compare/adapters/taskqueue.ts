@@ -66,7 +66,7 @@ export function seedDoneSql(schema: string): string {
 /** Deletes every job and what the triggers derived from them. */
 export function truncateSql(schema: string): string {
   const s = quoteIdent(schema);
-  return `TRUNCATE ${s}.jobs, ${s}.dead_letter_jobs, ${s}.job_stats`;
+  return `TRUNCATE ${s}.jobs, ${s}.dead_letter_jobs, ${s}.job_stats, ${s}.job_exec_bins`;
 }
 
 /**

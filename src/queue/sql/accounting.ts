@@ -23,6 +23,25 @@ export const countStatuses = (deltas: string): string =>
        ON CONFLICT (status, slot) DO UPDATE SET count = c.count + excluded.count`;
 
 /**
+ * A CTE body adding finished attempts to this second's job_stats bucket: `done` and `failed`
+ * counts and `execSeconds` (total execution seconds of done jobs), expressions over `source`.
+ * Nothing is written when both counts are zero.
+ */
+export const recordStats = (p: {
+  source: string;
+  done: string;
+  failed: string;
+  execSeconds: string;
+}): string =>
+  `INSERT INTO $S.job_stats AS s (bucket, slot, done, failed, exec_seconds)
+       SELECT date_trunc('second', now()), pg_backend_pid() % 16, ${p.done}, ${p.failed}, coalesce(${p.execSeconds}, 0)
+       FROM ${p.source}
+       HAVING ${p.done} + ${p.failed} > 0
+       ON CONFLICT (bucket, slot) DO UPDATE
+         SET done = s.done + excluded.done, failed = s.failed + excluded.failed,
+             exec_seconds = s.exec_seconds + excluded.exec_seconds`;
+
+/**
  * The execution-time bin of `secondsExpr` (schema version 3): floor(8 * log2(1 + microseconds)),
  * eight bins per doubling. The metrics query estimates quantiles from these bins.
  */
@@ -31,27 +50,16 @@ const executionBin = (secondsExpr: string): string =>
 
 /**
  * A CTE body adding the completed jobs of `source` (which has a column `exec_seconds`) to this
- * second's job_stats rows, one row per execution-time bin: count and total seconds.
+ * second's job_exec_bins rows, one row per execution-time bin: count and total seconds.
  */
-export const recordCompletions = (source: string): string =>
-  `INSERT INTO $S.job_stats AS s (bucket, slot, bin, done, failed, exec_seconds)
-       SELECT date_trunc('second', now()), pg_backend_pid() % 16, ${executionBin("exec_seconds")}, count(*), 0,
+export const recordExecutionBins = (source: string): string =>
+  `INSERT INTO $S.job_exec_bins AS b (bucket, slot, bin, jobs, exec_seconds)
+       SELECT date_trunc('second', now()), pg_backend_pid() % 16, ${executionBin("exec_seconds")}, count(*),
               sum(exec_seconds)
        FROM ${source}
        GROUP BY 3
        ON CONFLICT (bucket, slot, bin) DO UPDATE
-         SET done = s.done + excluded.done, exec_seconds = s.exec_seconds + excluded.exec_seconds`;
-
-/**
- * A CTE body adding the failed attempts of `source` (one per row) to this second's job_stats row
- * of bin -1. Nothing is written when `source` is empty.
- */
-export const recordFailedAttempts = (source: string): string =>
-  `INSERT INTO $S.job_stats AS s (bucket, slot, bin, done, failed, exec_seconds)
-       SELECT date_trunc('second', now()), pg_backend_pid() % 16, -1, 0, count(*), 0
-       FROM ${source}
-       HAVING count(*) > 0
-       ON CONFLICT (bucket, slot, bin) DO UPDATE SET failed = s.failed + excluded.failed`;
+         SET jobs = b.jobs + excluded.jobs, exec_seconds = b.exec_seconds + excluded.exec_seconds`;
 
 /**
  * An expression: the distinct types (comma-separated, or NULL if none) of `source`'s rows that are

@@ -1,10 +1,4 @@
-import {
-  countStatuses,
-  dueTypes,
-  recordCompletions,
-  recordFailedAttempts,
-  wakeForDue,
-} from "./accounting.js";
+import { countStatuses, dueTypes, recordExecutionBins, recordStats, wakeForDue } from "./accounting.js";
 import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
 
 /**
@@ -45,7 +39,7 @@ function failedAttemptCounts(cte: string) {
   return `${cte}_counted AS (
        ${countStatuses(`SELECT status, count(*) FROM ${cte} GROUP BY status`)}
      ), ${cte}_stats AS (
-       ${recordFailedAttempts(cte)}
+       ${recordStats({ source: cte, done: "0", failed: "count(*)", execSeconds: "0" })}
      )`;
 }
 
@@ -94,7 +88,7 @@ export const completeJobs = (schema: string): Statement =>
   );
 
 /**
- * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`): $1 ids, $2 attempts,
+ * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`, `done_bins`): $1 ids, $2 attempts,
  * $3 results (one jsonb array), $4 run times (ms), fenced on `workerId`.
  */
 const completionCtes = (p: { workerId: string }) =>
@@ -110,7 +104,9 @@ const completionCtes = (p: { workerId: string }) =>
      ), done_counted AS (
        ${countStatuses("SELECT 'done'::text, count(*) FROM done")}
      ), done_stats AS (
-       ${recordCompletions("done")}
+       ${recordStats({ source: "done", done: "count(*)", failed: "0", execSeconds: "sum(exec_seconds)" })}
+     ), done_bins AS (
+       ${recordExecutionBins("done")}
      )`;
 
 /**

@@ -64,7 +64,7 @@ export const getDeadLetter = (schema: string): Statement =>
  * partial-index scans (held jobs: jobs_stale_idx), so it stays fast with millions of finished jobs.
  * $1 window seconds (trailing, for rates and quantiles), $2 worker liveness threshold seconds.
  *
- * Quantiles of the execution seconds of jobs completed in the window come from job_stats' bins
+ * Quantiles of the execution seconds of jobs completed in the window come from job_exec_bins
  * (schema version 3): the quantile q is the mean of the first bin whose cumulative count reaches
  * q × the window's count (nearest rank).
  */
@@ -73,13 +73,14 @@ export const metrics = (schema: string): Statement =>
     schema,
     "metrics",
     `WITH window_stats AS MATERIALIZED (
-       SELECT bin, sum(done) AS done, sum(failed) AS failed, sum(exec_seconds) AS exec_seconds
+       SELECT coalesce(sum(done), 0) AS done, coalesce(sum(failed), 0) AS failed,
+              coalesce(sum(exec_seconds), 0) AS exec_seconds
        FROM $S.job_stats WHERE bucket > now() - make_interval(secs => $1::float8)
-       GROUP BY bin
      ), bins AS MATERIALIZED (
-       SELECT exec_seconds / done AS mean_seconds,
-              sum(done) OVER (ORDER BY bin) AS cumulative, sum(done) OVER () AS total
-       FROM window_stats WHERE bin >= 0 AND done > 0
+       SELECT sum(exec_seconds) / sum(jobs) AS mean_seconds,
+              sum(sum(jobs)) OVER (ORDER BY bin) AS cumulative, sum(sum(jobs)) OVER () AS total
+       FROM $S.job_exec_bins WHERE bucket > now() - make_interval(secs => $1::float8)
+       GROUP BY bin HAVING sum(jobs) > 0
      )
      SELECT
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
@@ -90,21 +91,22 @@ export const metrics = (schema: string): Statement =>
           WHERE heartbeat_at > now() - make_interval(secs => $2::float8))::int AS active_workers,
        (SELECT coalesce(sum(fenced_writes), 0) FROM $S.workers)::bigint AS fenced_writes,
        (SELECT count(*) FROM $S.dead_letter_jobs)::bigint AS dead_letter_count,
-       (SELECT coalesce(sum(done), 0) FROM window_stats)::bigint AS done_in_window,
-       (SELECT coalesce(sum(failed), 0) FROM window_stats)::bigint AS failed_in_window,
-       (SELECT coalesce(sum(exec_seconds), 0) FROM window_stats)::float8 AS exec_seconds,
+       (SELECT done FROM window_stats)::bigint AS done_in_window,
+       (SELECT failed FROM window_stats)::bigint AS failed_in_window,
+       (SELECT exec_seconds FROM window_stats)::float8 AS exec_seconds,
        (SELECT mean_seconds FROM bins WHERE cumulative >= 0.5 * total ORDER BY cumulative LIMIT 1) AS p50,
        (SELECT mean_seconds FROM bins WHERE cumulative >= 0.9 * total ORDER BY cumulative LIMIT 1) AS p90,
        (SELECT mean_seconds FROM bins WHERE cumulative >= 0.99 * total ORDER BY cumulative LIMIT 1) AS p99,
        (SELECT coalesce(max(total), 0) FROM bins)::int AS samples`,
   );
 
-/** Deletes per-second stats buckets older than $1 seconds. */
+/** Deletes per-second stats buckets and execution-time bins older than $1 seconds. */
 export const pruneStats = (schema: string): Statement =>
   statement(
     schema,
     "prune_stats",
-    `DELETE FROM $S.job_stats WHERE bucket < now() - make_interval(secs => $1::float8)`,
+    `WITH bins AS (DELETE FROM $S.job_exec_bins WHERE bucket < now() - make_interval(secs => $1::float8))
+     DELETE FROM $S.job_stats WHERE bucket < now() - make_interval(secs => $1::float8)`,
   );
 
 /** The schema's applied version (0: none). */
