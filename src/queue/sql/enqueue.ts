@@ -13,7 +13,7 @@ const INSERTED_COLUMNS = `id, (extract(epoch FROM run_at) * 1000)::float8 AS run
  * INSERTED_COLUMNS.
  * One statement for one job or ten thousand: the notify trigger fires once per statement.
  * `run_at` NULL or in the past means now (DESIGN.md §8).
- * $1 type text[], $2 payloads as one jsonb array (see params.ts), $3 priority smallint[],
+ * $1 type text[], $2 payloads as one JSON array (see params.ts), $3 priority smallint[],
  * $4 max_retries int[], $5 run_at timestamptz[]
  */
 export const enqueueJobs = (schema: string): Statement =>
@@ -21,8 +21,8 @@ export const enqueueJobs = (schema: string): Statement =>
     schema,
     "enqueue_jobs",
     `INSERT INTO $S.jobs (type, payload, priority, max_retries, run_at)
-     SELECT t.type, t.payload, t.priority, t.max_retries, greatest(coalesce(t.run_at, now()), now())
-     FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::smallint[]),
+     SELECT t.type, t.payload::jsonb, t.priority, t.max_retries, greatest(coalesce(t.run_at, now()), now())
+     FROM ROWS FROM (unnest($1::text[]), json_array_elements($2::json), unnest($3::smallint[]),
                      unnest($4::int[]), unnest($5::timestamptz[]))
        WITH ORDINALITY AS t(type, payload, priority, max_retries, run_at, ord)
      ORDER BY t.ord

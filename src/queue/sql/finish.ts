@@ -57,7 +57,7 @@ const held = (workerParam: string) =>
 
 /**
  * Fenced completion of a batch: done, result stored, counted. No unlock.
- * $1 ids bigint[], $2 attempts int[], $3 results as one jsonb array, $4 run times float8[] (milliseconds,
+ * $1 ids bigint[], $2 attempts int[], $3 results as one JSON array, $4 run times float8[] (milliseconds,
  * measured by the worker; used for started_at of jobs never marked running), $5 worker id.
  * Returns one row: `refused_ids` bigint[], the input ids whose claim was lost (nothing changed for
  * them).
@@ -89,15 +89,15 @@ export const completeJobs = (schema: string): Statement =>
 
 /**
  * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`, `done_bins`): $1 ids, $2 attempts,
- * $3 results (one jsonb array), $4 run times (ms), fenced on `workerId`.
+ * $3 results (one JSON array), $4 run times (ms), fenced on `workerId`.
  */
 const completionCtes = (p: { workerId: string }) =>
   `i AS (
-       SELECT * FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[]), jsonb_array_elements($3::jsonb),
+       SELECT * FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[]), json_array_elements($3::json),
                                 unnest($4::float8[])) AS t(id, attempt, result, run_ms)
      ), done AS (
        UPDATE $S.jobs AS j
-       SET status = 'done', result = i.result, completed_at = now(), heartbeat_at = now(),
+       SET status = 'done', result = i.result::jsonb, completed_at = now(), heartbeat_at = now(),
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${held(p.workerId)}
        RETURNING j.id, extract(epoch FROM j.completed_at - j.started_at)::float8 AS exec_seconds
