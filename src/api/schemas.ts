@@ -278,7 +278,9 @@ export const MetricsResponse = Type.Object({
     >,
     { description: "Jobs per status, every worker process on every host." },
   ),
-  active_workers: Type.Integer({ description: "Worker processes with a fresh heartbeat." }),
+  active_workers: Type.Integer({
+    description: "Worker lock sessions (one per worker process, or per lane) with a fresh heartbeat.",
+  }),
   jobs_per_second: Type.Number({ description: "Jobs completed per second over the trailing window." }),
   error_rate: Type.Number({
     description: "Failed attempts / finished attempts over the window (0 when none).",

@@ -59,6 +59,13 @@ function workerFlags(command: Command): Command {
     );
 }
 
+/** The command-line flag that sets each option field a role command takes. */
+const FLAG_OF_OPTION: Record<string, string> = {
+  workerCount: "--concurrency",
+  lockSessions: "--lock-sessions",
+  port: "--port",
+};
+
 interface RoleFlags {
   concurrency?: number;
   lockSessions?: number;
@@ -74,7 +81,17 @@ async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean;
     lockSessions: flags.lockSessions,
     port: flags.port,
   };
-  const config = configFromEnv(process.env, overrides);
+  let config: ReturnType<typeof configFromEnv>;
+  try {
+    config = configFromEnv(process.env, overrides);
+  } catch (error) {
+    // A bad value that came from a flag is named as the flag the user typed.
+    if (!(error instanceof ConfigError)) throw error;
+    const flag = FLAG_OF_OPTION[error.field];
+    if (flag && overrides[error.field as keyof TaskQueueOptions] !== undefined)
+      throw new ConfigError(flag, error.message.slice(error.field.length + 2));
+    throw error;
+  }
   const service = await startService({
     config,
     ...roles,

@@ -50,3 +50,28 @@ it("inspect shows depth by status, live workers and dead letters", async () => {
   assert.match(stdout, /workers {2}1 live/);
   assert.match(stdout, /recent dead letters/);
 });
+
+it("a bad value is named as the user gave it: the flag, or the environment variable", async () => {
+  const cases: [string[], Record<string, string>, RegExp][] = [
+    [
+      ["worker", "--lock-sessions", "17"],
+      {},
+      /configuration error: --lock-sessions: must be between 1 and 16/,
+    ],
+    [["api", "--port", "99999"], {}, /configuration error: --port: must be between 0 and 65535/],
+    [
+      ["worker"],
+      { WORKER_LOCK_SESSIONS: "40" },
+      /configuration error: WORKER_LOCK_SESSIONS: must be between 1 and 16/,
+    ],
+  ];
+  for (const [args, env, message] of cases)
+    await assert.rejects(
+      run(process.execPath, [CLI, ...args], { env: { ...cliEnv(db), ...env } }),
+      (error: { code?: number; stderr?: string }) => {
+        assert.equal(error.code, 2, args.join(" "));
+        assert.match(error.stderr ?? "", message);
+        return true;
+      },
+    );
+});
