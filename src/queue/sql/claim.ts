@@ -145,7 +145,10 @@ export const lockSessionSettings =
  * and runs again. A database crash ends every lock session anyway, so every job held at that
  * moment runs again (at least once across crashes, DESIGN.md §5); a lost claim only brings that
  * forward. Unlocks write no WAL; outcomes, heartbeats and inserts keep synchronous commits, and an
- * outcome's commit flushes the WAL up to it, claims included. With the cached plan, a one-job claim
- * (an idle worker's pick-up) took 0.8 ms instead of 1.6–2.1 ms here.
+ * outcome's commit flushes the WAL up to it, claims included. One corner: a lost claim counts no
+ * attempt, so a job that crashed the database server before any later commit flushed its claim
+ * would not move toward the dead-letter table; the running mark, committed as the handler starts,
+ * closes that window to a few milliseconds. With the cached plan, a one-job claim (an idle worker's
+ * pick-up) took 0.8 ms instead of 1.6–2.1 ms here.
  */
 export const lockConnectionSettings = `${lockSessionSettings}; SET synchronous_commit = off`;
