@@ -6,7 +6,7 @@
  */
 import type { Queryable } from "../db/pool.js";
 import { enqueueJobs } from "./sql/enqueue.js";
-import { jsonTextArray, numberArray } from "./sql/params.js";
+import { jsonArrayType, jsonTextArray, numberArray } from "./sql/params.js";
 import type { Job, JsonValue } from "./types.js";
 import type { NormalizedJobSpec } from "./validate.js";
 
@@ -16,11 +16,12 @@ export async function insertJobs(
   schema: string,
   jobs: readonly NormalizedJobSpec[],
 ): Promise<Job[]> {
+  const payloads = jsonTextArray(jobs.map((j) => j.payloadJson));
   const { rows } = await db.query<InsertedRow>({
-    ...enqueueJobs(schema),
+    ...enqueueJobs(schema, jsonArrayType(payloads)),
     values: [
       jobs.map((j) => j.type),
-      jsonTextArray(jobs.map((j) => j.payloadJson)),
+      payloads,
       numberArray(jobs.map((j) => j.priority)),
       numberArray(jobs.map((j) => j.maxRetries)),
       jobs.map((j) => j.runAt),

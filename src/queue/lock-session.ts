@@ -24,7 +24,7 @@ import {
   markRunning,
 } from "./sql/claim.js";
 import { unlockJobs, writeDone, writeFailures, writeReleases } from "./sql/finish.js";
-import { jsonTextArray, numberArray } from "./sql/params.js";
+import { jsonArrayType, jsonTextArray, numberArray } from "./sql/params.js";
 import { lockTableSize } from "./sql/schema.js";
 import type { JsonValue } from "./types.js";
 
@@ -237,12 +237,13 @@ export class LockSession {
   async writeCompletions(batch: readonly Completion[]): Promise<Written<number[]>> {
     if (batch.length === 0) return { outcome: [], unlocked: Promise.resolve() };
     const ids = batch.map((c) => c.id);
+    const results = jsonTextArray(batch.map((c) => c.resultJson));
     const { rows } = await this.writes.query<RefusedRow>({
-      ...writeDone(this.schema),
+      ...writeDone(this.schema, jsonArrayType(results)),
       values: [
         numberArray(ids),
         numberArray(batch.map((c) => c.attempt)),
-        jsonTextArray(batch.map((c) => c.resultJson)),
+        results,
         numberArray(batch.map((c) => c.runMs)),
         this.workerId,
       ],

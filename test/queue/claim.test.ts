@@ -172,3 +172,27 @@ describe("give-back", () => {
     );
   });
 });
+
+describe("large batches of results", () => {
+  it("a completion whose results add up to more than 16 MiB of JSON stores every one", async () => {
+    await db.ledger.addJobs(Array.from({ length: 24 }, () => ({ type: "big_result" })));
+    const session = await db.openLockSession("big-results");
+    const claimed = await session.claim(["big_result"], 24);
+    assert.equal(claimed.length, 24);
+    const text = "r".repeat(1024 * 1024 - 64);
+    const refused = await session.complete(
+      claimed.map((job, i) => ({
+        id: job.id,
+        attempt: 0,
+        resultJson: JSON.stringify({ i, text }),
+        runMs: 1,
+      })),
+    );
+    assert.deepEqual(refused, []);
+    const rows = await db.sql<{ n: number; bytes: string }>(
+      "SELECT count(*)::int AS n, sum(length(result->>'text'))::text AS bytes FROM jobs WHERE type = 'big_result' AND status = 'done'",
+    );
+    assert.deepEqual(rows[0], { n: 24, bytes: String(24 * text.length) });
+    assert.deepEqual(await db.ledger.heldJobLocks(), []);
+  });
+});

@@ -165,7 +165,7 @@ it("cached plans built on an empty table still walk the claim index and reach ba
     const lockClass = Number(lockClassFor(fresh.schema));
     await lock.query(`PREPARE claim(text[], int, int4, text) AS ${claimJobs(fresh.schema).text}`);
     await writes.query(
-      `PREPARE done(bigint[], int[], json, float8[], text) AS ${writeDone(fresh.schema).text}`,
+      `PREPARE done(bigint[], int[], jsonb, float8[], text) AS ${writeDone(fresh.schema).text}`,
     );
     const claim = `EXECUTE claim('{noop}', 800, ${lockClass}, 'w')`;
     await lock.query(claim); // the plans are cached now, for a table with no rows

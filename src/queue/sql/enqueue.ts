@@ -1,3 +1,4 @@
+import { type JsonArrayType, jsonArrayElements } from "./params.js";
 import { type Statement, statement } from "./statement.js";
 
 /**
@@ -13,16 +14,16 @@ const INSERTED_COLUMNS = `id, (extract(epoch FROM run_at) * 1000)::float8 AS run
  * INSERTED_COLUMNS.
  * One statement for one job or ten thousand: the notify trigger fires once per statement.
  * `run_at` NULL or in the past means now (DESIGN.md §8).
- * $1 type text[], $2 payloads as one JSON array (see params.ts), $3 priority smallint[],
- * $4 max_retries int[], $5 run_at timestamptz[]
+ * $1 type text[], $2 payloads as one JSON array read as `payloads` (see params.ts), $3 priority
+ * smallint[], $4 max_retries int[], $5 run_at timestamptz[]
  */
-export const enqueueJobs = (schema: string): Statement =>
+export const enqueueJobs = (schema: string, payloads: JsonArrayType = "jsonb"): Statement =>
   statement(
     schema,
-    "enqueue_jobs",
+    payloads === "jsonb" ? "enqueue_jobs" : "enqueue_jobs_json",
     `INSERT INTO $S.jobs (type, payload, priority, max_retries, run_at)
      SELECT t.type, t.payload::jsonb, t.priority, t.max_retries, greatest(coalesce(t.run_at, now()), now())
-     FROM ROWS FROM (unnest($1::text[]), json_array_elements($2::json), unnest($3::smallint[]),
+     FROM ROWS FROM (unnest($1::text[]), ${jsonArrayElements("$2", payloads)}, unnest($3::smallint[]),
                      unnest($4::int[]), unnest($5::timestamptz[]))
        WITH ORDINALITY AS t(type, payload, priority, max_retries, run_at, ord)
      ORDER BY t.ord

@@ -1,4 +1,5 @@
 import { countStatuses, dueTypes, recordExecutionBins, recordStats, wakeForDue } from "./accounting.js";
+import { type JsonArrayType, jsonArrayElements } from "./params.js";
 import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
 
 /**
@@ -57,16 +58,17 @@ const held = (workerParam: string) =>
 
 /**
  * Fenced completion of a batch: done, result stored, counted. No unlock.
- * $1 ids bigint[], $2 attempts int[], $3 results as one JSON array, $4 run times float8[] (milliseconds,
- * measured by the worker; used for started_at of jobs never marked running), $5 worker id.
+ * $1 ids bigint[], $2 attempts int[], $3 results as one JSON array read as `results` (see
+ * params.ts), $4 run times float8[] (milliseconds, measured by the worker; used for started_at of
+ * jobs never marked running), $5 worker id.
  * Returns one row: `refused_ids` bigint[], the input ids whose claim was lost (nothing changed for
  * them).
  */
-export const writeDone = (schema: string): Statement =>
+export const writeDone = (schema: string, results: JsonArrayType = "jsonb"): Statement =>
   statement(
     schema,
-    "write_done",
-    `WITH ${completionCtes({ workerId: "$5" })}
+    results === "jsonb" ? "write_done" : "write_done_json",
+    `WITH ${completionCtes({ workerId: "$5", results })}
      SELECT coalesce(array_agg(i.id) FILTER (WHERE done.id IS NULL), '{}') AS refused_ids
      FROM i LEFT JOIN done ON done.id = i.id`,
   );
@@ -81,7 +83,7 @@ export const completeJobs = (schema: string): Statement =>
   statement(
     schema,
     "complete_jobs",
-    `WITH ${completionCtes({ workerId: "$5" })}
+    `WITH ${completionCtes({ workerId: "$5", results: "jsonb" })}
      SELECT coalesce(array_agg(i.id) FILTER (WHERE done.id IS NULL), '{}') AS refused_ids,
             count(pg_advisory_unlock(${lockKey("$6", "i.id")}))::int AS unlocked
      FROM i LEFT JOIN done ON done.id = i.id`,
@@ -89,11 +91,11 @@ export const completeJobs = (schema: string): Statement =>
 
 /**
  * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`, `done_bins`): $1 ids, $2 attempts,
- * $3 results (one JSON array), $4 run times (ms), fenced on `workerId`.
+ * $3 results (one JSON array, read as `results`), $4 run times (ms), fenced on `workerId`.
  */
-const completionCtes = (p: { workerId: string }) =>
+const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
   `i AS (
-       SELECT * FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[]), json_array_elements($3::json),
+       SELECT * FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[]), ${jsonArrayElements("$3", p.results)},
                                 unnest($4::float8[])) AS t(id, attempt, result, run_ms)
      ), done AS (
        UPDATE $S.jobs AS j
