@@ -106,24 +106,59 @@ export function nestsDeeperThan(text: string, maxDepth: number): boolean {
 }
 
 /**
- * Path of the first string (value or key) PostgreSQL cannot store (see `storable`), or null.
- * Iterative, so no nesting overflows the stack.
+ * True if the JSON text (as JSON.stringify writes it) holds a string PostgreSQL cannot store: an
+ * escaped NUL (`\u0000`) or an escaped UTF-16 surrogate, which JSON.stringify writes only for an
+ * unpaired one. Escaped backslashes are skipped, so `\\u0000` (a backslash, then "u0000") is fine.
+ */
+function hasUnstorableEscape(json: string): boolean {
+  for (let i = json.indexOf("\\"); i !== -1; i = json.indexOf("\\", i + 2)) {
+    if (json[i + 1] !== "u") continue;
+    const hex = json.slice(i + 2, i + 6).toLowerCase();
+    if (hex === "0000" || /^d[89a-f]/.test(hex)) return true;
+  }
+  return false;
+}
+
+/**
+ * Path of the first string (value or key, in document order) PostgreSQL cannot store (see
+ * `storable`), in `value` as JSON.stringify sees it (after each `toJSON`), or null. Iterative, and
+ * visits each object once, so neither nesting nor a cycle behind a `toJSON` can make it run away.
  */
 export function findUnstorableString(value: unknown, path: string): string | null {
-  const stack: { value: unknown; path: string }[] = [{ value, path }];
+  type Item =
+    | { value: unknown; path: string; key: string }
+    | { entryKey: string; value: unknown; path: string };
+  const stack: Item[] = [{ value, path, key: "" }];
+  const seen = new Set<object>();
   while (stack.length > 0) {
-    const { value: current, path: at } = stack.pop() as { value: unknown; path: string };
+    const item = stack.pop() as Item;
+    if ("entryKey" in item) {
+      if (!storable(item.entryKey))
+        return `${item.path}/${item.entryKey.replaceAll("\u0000", "\\u0000").toWellFormed()}`;
+      stack.push({ value: item.value, path: `${item.path}/${item.entryKey}`, key: item.entryKey });
+      continue;
+    }
+    let current = item.value;
+    if (
+      current !== null &&
+      typeof current === "object" &&
+      typeof (current as { toJSON?: unknown }).toJSON === "function"
+    )
+      current = (current as { toJSON(key: string): unknown }).toJSON(item.key);
     if (typeof current === "string") {
-      if (!storable(current)) return at;
-    } else if (Array.isArray(current)) {
-      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], path: `${at}/${i}` });
+      if (!storable(current)) return item.path;
     } else if (current !== null && typeof current === "object") {
-      const entries = Object.entries(current);
-      for (const [key] of entries)
-        if (!storable(key)) return `${at}/${key.replaceAll("\u0000", "\\u0000").toWellFormed()}`;
-      for (let i = entries.length - 1; i >= 0; i--) {
-        const [key, inner] = entries[i] as [string, unknown];
-        stack.push({ value: inner, path: `${at}/${key}` });
+      if (seen.has(current)) continue;
+      seen.add(current);
+      if (Array.isArray(current)) {
+        for (let i = current.length - 1; i >= 0; i--)
+          stack.push({ value: current[i], path: `${item.path}/${i}`, key: String(i) });
+      } else {
+        const entries = Object.entries(current);
+        for (let i = entries.length - 1; i >= 0; i--) {
+          const [entryKey, inner] = entries[i] as [string, unknown];
+          stack.push({ entryKey, value: inner, path: item.path });
+        }
       }
     }
   }
@@ -192,18 +227,16 @@ function storableJson(value: unknown, field: string): { json: string } | { probl
   // is the value walked for them (a replacer function would have cost every key of every payload).
   if (json.includes("null") && hasNonFiniteNumber(value))
     return { problem: { field, message: "is not JSON-serialisable (non-finite number)" } };
-  // Cheap pre-filter on the JSON text (escaped NUL or surrogate), confirmed by walking the value.
-  if (/\\u(0000|d[89a-f])/i.test(json)) {
-    const at = findUnstorableString(value, field);
-    if (at)
-      return {
-        problem: {
-          field: at,
-          message:
-            "contains a NUL character (\\u0000) or an unpaired UTF-16 surrogate, which PostgreSQL cannot store",
-        },
-      };
-  }
+  // The JSON text says whether a string cannot be stored; the walk then finds which one (or, for a
+  // value it cannot see into, the field itself).
+  if (hasUnstorableEscape(json))
+    return {
+      problem: {
+        field: findUnstorableString(value, field) ?? field,
+        message:
+          "contains a NUL character (\\u0000) or an unpaired UTF-16 surrogate, which PostgreSQL cannot store",
+      },
+    };
   return { json };
 }
 

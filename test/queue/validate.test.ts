@@ -40,6 +40,17 @@ describe("library validation", () => {
     await rejectsWith(db.ledger.addJob({ type: "noop", payload: hidden }), "payload");
     const viaToJson = { at: { toJSON: () => Number.POSITIVE_INFINITY } } as unknown as JsonValue;
     await rejectsWith(db.ledger.addJob({ type: "noop", payload: viaToJson }), "payload");
+    // What JSON.stringify stores is what counts: a toJSON that yields a NUL, even behind a cycle.
+    const viaToJsonNul = { a: { toJSON: () => "x\u0000" } } as unknown as JsonValue;
+    await rejectsWith(db.ledger.addJob({ type: "noop", payload: viaToJsonNul }), "payload/a");
+    const cyclic: Record<string, unknown> = { toJSON: () => "x\u0000" };
+    cyclic.self = cyclic;
+    await rejectsWith(db.ledger.addJob({ type: "noop", payload: cyclic as unknown as JsonValue }), "payload");
+    // The first bad string in document order is named.
+    await rejectsWith(
+      db.ledger.addJob({ type: "noop", payload: { a: "\u0000", "b\u0000": 1 } }),
+      "payload/a",
+    );
     const fine = await db.ledger.addJob({ type: "noop", payload: { a: null, when: new Date(0) as never } });
     assert.deepEqual(fine.payload, { a: null, when: "1970-01-01T00:00:00.000Z" });
   });
