@@ -123,7 +123,11 @@ describe("dispatch", () => {
         await done;
         const finished = await db.ledger.getJob(job.id);
         assert.equal(finished?.status, "done");
-        assert.equal(finished?.attempt, 1, "the lost run counted as a failed attempt");
+        // The lost run counted as a failed attempt, recorded by the reaper. (On a loaded machine a
+        // later run can lose its session too, and count another; never a handler failure.)
+        assert.ok((finished?.attempt ?? 0) >= 1, "the lost run counted as a failed attempt");
+        assert.equal(finished?.errors.length, finished?.attempt);
+        for (const failure of finished?.errors ?? []) assert.match(failure.error, /lost the job/);
       } finally {
         await worker.stop();
       }
