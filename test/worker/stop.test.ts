@@ -16,10 +16,13 @@ after(async () => {
 it("jobs claimed by a claim still in flight when stop() begins are given back and reported", async () => {
   const worker = await startWorker(db, { config: { workerCount: 2, prefetch: 10 } });
   await waitForEvent(worker, "poll:claimed"); // the start-up claim found nothing
-  // Due jobs that no notification announces (an UPDATE sends none), so no claim is running yet.
+  // Jobs due in an hour: their insert's notification wakes the worker, whose claim finds nothing.
+  const insertNoticed = waitForEvent(worker, "poll:claimed");
   const jobs = await db.ledger.addJobs(
     Array.from({ length: 5 }, () => ({ type: "noop", runAt: new Date(Date.now() + 3_600_000) })),
   );
+  await insertNoticed;
+  // Now due, and no notification announces it (an UPDATE sends none), so no claim is running.
   await db.sql("UPDATE jobs SET run_at = now()");
   const released: number[] = [];
   worker.on("job:released", ({ id }) => released.push(id));
