@@ -9,8 +9,8 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { Agent, request } from "node:http";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../../../src/db/embedded.js";
 import type { TaskQueue } from "../../../src/index.js";
 import { QueueAdapter, type StopWorkers } from "../base.js";
 import { sleep } from "../harness.js";
@@ -20,20 +20,6 @@ import { openTaskQueue, truncateSql } from "./taskqueue.js";
 const ENQUEUE_ONLY = "enqueue-only row: the HTTP API runs no workers (see the taskqueue row)";
 const CLI = fileURLToPath(new URL("../../../src/cli/main.js", import.meta.url));
 const READY_TIMEOUT_MS = 30_000;
-
-/** A TCP port nothing listens on right now (bound and released). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.on("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      probe.close(() =>
-        address && typeof address !== "string" ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
-}
 
 export class TaskQueueHttpAdapter extends QueueAdapter {
   readonly system = "taskqueue-http" as const;
