@@ -442,10 +442,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Starts handlers from the buffer while there is a free slot. */
   private dispatch(): void {
     while (!this.stopping && this.running.size < this.config.workerCount && this.buffer.length > 0)
-      this.runJob(this.buffer.take() as ClaimedJob, this.generation);
+      this.runJob(this.buffer.take() as ClaimedJob);
   }
 
-  private runJob(job: ClaimedJob, generation: number): void {
+  /** Runs a buffered job, which belongs to the current generation (see `buffer`). */
+  private runJob(job: ClaimedJob): void {
+    const generation = this.generation;
     const controller = new AbortController();
     const entry: RunningJob = { job, generation, controller, startedAt: performance.now(), abandoned: false };
     this.running.set(job.id, entry);
