@@ -138,8 +138,13 @@ describe("stale reaper", () => {
     const [claimed] = await first.claim(["noop"], 1);
     assert.equal(claimed?.id, job.id);
     // The first worker's session dies (locks released by PostgreSQL) but its process lives on.
+    // pg_terminate_backend only signals unless given a timeout: wait until the backend has exited
+    // and so released its locks.
     const pid = await first.backendPid();
-    await db.sql("SELECT pg_terminate_backend($1)", [pid]);
+    const [terminated] = await db.sql<{ gone: boolean }>("SELECT pg_terminate_backend($1, 10000) AS gone", [
+      pid,
+    ]);
+    assert.equal(terminated?.gone, true);
     await db.sql("UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = $1", [job.id]);
     const reaped = await db.ledger.reapStale(reapPolicy());
     assert.deepEqual(
