@@ -121,28 +121,50 @@ class SerialConnection {
   }
 }
 
-/** Opens a connection of a lock session, with the planner settings its statements need. */
-async function openConnection(connectionString: string, role: "lock session" | "writes", workerId: string) {
+/**
+ * Opens a connection of a lock session, with the planner settings its statements need. The lock
+ * connection also reads the size of the server's lock table in the same round trip.
+ */
+async function openConnection(
+  connectionString: string,
+  role: "lock session" | "writes",
+  workerId: string,
+): Promise<{ connection: SerialConnection; lockTableSlots: number | null }> {
   const client = await connectSession({
     connectionString,
     applicationName: `taskqueue ${role} ${workerId}`.slice(0, 63),
   });
   try {
     // Cached plans that hold whatever the statistics say (lockSessionSettings); claims commit
-    // without waiting for the disk (lockConnectionSettings).
-    await client.query(role === "lock session" ? lockConnectionSettings : lockSessionSettings);
+    // without waiting for the disk (lockConnectionSettings). One simple query, several statements.
+    if (role === "writes") {
+      await client.query(lockSessionSettings);
+      return { connection: new SerialConnection(client), lockTableSlots: null };
+    }
+    const results = (await client.query(
+      `${lockConnectionSettings}; ${lockTableSize}`,
+    )) as unknown as pg.QueryResult<{ slots: number }>[];
+    const slots = results[results.length - 1]?.rows[0]?.slots;
+    return { connection: new SerialConnection(client), lockTableSlots: slots ?? DEFAULT_LOCK_TABLE_SLOTS };
   } catch (error) {
     await client.end().catch(() => undefined);
     throw error;
   }
-  return new SerialConnection(client);
 }
+
+/** PostgreSQL's default lock table: max_locks_per_transaction 64 × max_connections 100. */
+const DEFAULT_LOCK_TABLE_SLOTS = 6400;
 
 export class LockSession {
   private readonly lockClass: number;
   private lost = false;
 
   private constructor(
+    /**
+     * Advisory-lock slots of the server's shared lock table (max_locks_per_transaction ×
+     * max_connections), read when the session opened.
+     */
+    readonly lockTableSlots: number,
     /** Claims and unlocks: holds every advisory lock of this worker. */
     private readonly locks: SerialConnection,
     /** Fenced outcome writes and heartbeats: holds no lock. */
@@ -181,10 +203,17 @@ export class LockSession {
     ]);
     if (locks.status === "rejected" || writes.status === "rejected") {
       for (const opened of [locks, writes])
-        if (opened.status === "fulfilled") await opened.value.client.end().catch(() => undefined);
+        if (opened.status === "fulfilled") await opened.value.connection.client.end().catch(() => undefined);
       throw locks.status === "rejected" ? locks.reason : (writes as PromiseRejectedResult).reason;
     }
-    return new LockSession(locks.value, writes.value, options.schema, options.workerId, options.onLost);
+    return new LockSession(
+      locks.value.lockTableSlots ?? DEFAULT_LOCK_TABLE_SLOTS,
+      locks.value.connection,
+      writes.value.connection,
+      options.schema,
+      options.workerId,
+      options.onLost,
+    );
   }
 
   /**
@@ -201,12 +230,6 @@ export class LockSession {
   /** True once the connection failed or ended. */
   get isLost(): boolean {
     return this.lost;
-  }
-
-  /** Advisory-lock slots of the server's shared lock table (max_locks_per_transaction * max_connections). */
-  async lockTableSlots(): Promise<number> {
-    const { rows } = await this.locks.query<{ slots: number }>(lockTableSize);
-    return rows[0]?.slots ?? 6400;
   }
 
   /** Claims up to `limit` due jobs of `types`, in claim order (priority DESC, run_at, id). */

@@ -295,10 +295,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
       },
     });
     this.listener = listener;
-    if (!this.lane) await this.checkSchemaVersion();
-    // The lock session and the LISTEN connection open at once; the first claim (wake, below) comes
-    // after both, so no notification before it can be missed.
-    const results = await Promise.allSettled([this.openSession(), listener.start()]);
+    // The schema check, the lock session and the LISTEN connection at once; the first claim (wake,
+    // below) comes after all three, so no notification before it can be missed.
+    const results = await Promise.allSettled([
+      this.lane ? Promise.resolve() : this.checkSchemaVersion(),
+      this.openSession(),
+      listener.start(),
+    ]);
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failure) {
       await listener.stop();
@@ -309,7 +312,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     const session = this.session as LockSession | null;
     if (session) {
-      const cap = Math.max(1, Math.floor((await session.lockTableSlots()) / this.lockTableShare));
+      const cap = Math.max(1, Math.floor(session.lockTableSlots / this.lockTableShare));
       if (this.prefetch > cap) {
         this.logger.warn({ prefetch: this.prefetch, cap }, "prefetch capped to stay within the lock table");
         this.prefetch = cap;
@@ -324,6 +327,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     );
     this.emit("worker:started", { workerId: this.id });
     this.wake();
+    // The first heartbeat registers the worker row, on the write connection while the first claim
+    // runs on the lock connection. A failure is logged; the next heartbeat writes the row again.
+    await this.heartbeat();
   }
 
   /** @throws {SchemaVersionError} unless the schema is at the version this code needs. */
@@ -690,6 +696,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.reaping;
   }
 
+  /** Opens a lock session and makes it the current one. @throws if either connection fails. */
   private async openSession(): Promise<void> {
     const session = await LockSession.open({
       connectionString: this.config.databaseUrl,
@@ -699,7 +706,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
     });
     this.session = session;
     this.sessionFailures = 0;
-    await session.heartbeat(this.identity, this.fencedWrites, []);
   }
 
   /**
@@ -745,6 +751,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.logger.info("lock session re-established");
         this.emit("session:restored");
         this.wake();
+        await this.heartbeat();
       } catch (error) {
         this.sessionFailures++;
         this.logger.warn({ err: error }, "lock session reconnect failed; retrying");

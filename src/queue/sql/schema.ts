@@ -53,8 +53,9 @@ export const retargetNotifyTriggers = (schema: string, quotedChannel: string): s
      $$`,
   ).text;
 
-/** Server limits that bound how many advisory locks one session may hold. */
-export const lockTableSize: Statement = {
-  name: "taskqueue_lock_table_size",
-  text: `SELECT current_setting('max_locks_per_transaction')::int * current_setting('max_connections')::int AS slots`,
-};
+/**
+ * Size of the server's shared lock table, which bounds how many advisory locks one session may
+ * hold: one row, `slots`. Plain text, sent with a connection's settings in one simple query.
+ */
+export const lockTableSize =
+  "SELECT current_setting('max_locks_per_transaction')::int * current_setting('max_connections')::int AS slots";
