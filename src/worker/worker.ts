@@ -270,8 +270,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   /**
-   * Opens the lock session, registers the worker row, starts LISTEN, poll, heartbeat and reaper.
-   * @throws if no handler is registered, or the first connection to the database fails.
+   * Opens the lock session and LISTEN, starts poll, heartbeat and reaper, and issues the first
+   * claim; the worker row is written by the first heartbeat, which goes out at the same time.
+   * @throws if no handler is registered, the schema is older than this code, or the first
+   * connection to the database fails.
    */
   async start(): Promise<void> {
     if (this.started) throw new Error("worker already started");
@@ -329,7 +331,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.wake();
     // The first heartbeat registers the worker row, on the write connection while the first claim
     // runs on the lock connection. A failure is logged; the next heartbeat writes the row again.
-    await this.heartbeat();
+    void this.heartbeat();
   }
 
   /** @throws {SchemaVersionError} unless the schema is at the version this code needs. */
@@ -751,7 +753,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.logger.info("lock session re-established");
         this.emit("session:restored");
         this.wake();
-        await this.heartbeat();
+        void this.heartbeat();
       } catch (error) {
         this.sessionFailures++;
         this.logger.warn({ err: error }, "lock session reconnect failed; retrying");
