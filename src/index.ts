@@ -108,6 +108,11 @@ export class TaskQueue {
     return this.ledger.addJobs(specs, options);
   }
 
+  /** See {@link Ledger.addJobIds}: {@link addJobs} answering only the new ids, in the order given. */
+  addJobIds(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<number[]> {
+    return this.ledger.addJobIds(specs, options);
+  }
+
   getJob(id: number): Promise<Job | null> {
     return this.ledger.getJob(id);
   }

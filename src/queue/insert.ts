@@ -16,6 +16,19 @@ export async function insertJobs(
   schema: string,
   jobs: readonly NormalizedJobSpec[],
 ): Promise<Job[]> {
+  const rows = await insertRows(db, schema, jobs);
+  return rows.map((row, i) => insertedJob(jobs[i] as NormalizedJobSpec, row));
+}
+
+/**
+ * Inserts validated jobs in one statement (all or nothing) and returns the database's part of each
+ * (id and times), in the given order.
+ */
+export async function insertRows(
+  db: Queryable,
+  schema: string,
+  jobs: readonly NormalizedJobSpec[],
+): Promise<InsertedRow[]> {
   const payloads = jsonTextArray(jobs.map((j) => j.payloadJson));
   const { rows } = await db.query<InsertedRow>({
     ...enqueueJobs(schema, jsonArrayType(payloads)),
@@ -28,8 +41,7 @@ export async function insertJobs(
     ],
   });
   // Identity values are handed out in insertion order, which follows the input order.
-  rows.sort((a, b) => a.id - b.id);
-  return rows.map((row, i) => insertedJob(jobs[i] as NormalizedJobSpec, row));
+  return rows.sort((a, b) => a.id - b.id);
 }
 
 /** The database's part of a new job: its id and times (epoch milliseconds). */

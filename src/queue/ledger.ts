@@ -5,7 +5,7 @@
 import type pg from "pg";
 import type { Queryable } from "../db/pool.js";
 import { type FieldProblem, JobNotFoundError, JobStateConflictError, JobValidationError } from "../errors.js";
-import { EnqueueBatcher, type InsertedRow, insertedJob, insertJobs } from "./insert.js";
+import { EnqueueBatcher, type InsertedRow, insertedJob, insertJobs, insertRows } from "./insert.js";
 import { lockClassFor } from "./lock-class.js";
 import { type DeadLetterRow, type JobRow, rowToDeadLetter, rowToJob } from "./rows.js";
 import { heldJobLocks } from "./sql/claim.js";
@@ -68,16 +68,37 @@ function checkJobId(id: number): void {
     throw new JobValidationError([{ field: "id", message: "must be a positive integer" }]);
 }
 
+/**
+ * Validates a batch of specs, field names prefixed `jobs/<index>/`.
+ * @throws {RangeError} for more than MAX_BATCH_JOBS specs.
+ * @throws {JobValidationError} listing every bad field of every spec.
+ */
+function validateBatch(specs: readonly JobSpec[], options: EnqueueOptions): NormalizedJobSpec[] {
+  if (specs.length > MAX_BATCH_JOBS) throw new RangeError(`at most ${MAX_BATCH_JOBS} jobs per batch`);
+  const problems: FieldProblem[] = [];
+  const jobs: NormalizedJobSpec[] = [];
+  specs.forEach((spec, index) => {
+    try {
+      jobs.push(validateJobSpec(spec, `jobs/${index}/`, options.naming));
+    } catch (error) {
+      if (error instanceof JobValidationError) problems.push(...error.problems);
+      else throw error;
+    }
+  });
+  if (problems.length > 0) throw new JobValidationError(problems);
+  return jobs;
+}
+
 export class Ledger {
   /** Advisory-lock class of this schema (see lock-class.ts). */
   readonly lockClass: number;
+
+  private readonly batcher: EnqueueBatcher;
 
   /**
    * @param pool shared pool for reads and autocommit writes.
    * @param schema schema holding the tables (already migrated).
    */
-  private readonly batcher: EnqueueBatcher;
-
   constructor(
     private readonly pool: pg.Pool,
     readonly schema: string,
@@ -108,20 +129,23 @@ export class Ledger {
    * @throws {RangeError} for more than MAX_BATCH_JOBS specs.
    */
   async addJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<Job[]> {
-    if (specs.length > MAX_BATCH_JOBS) throw new RangeError(`at most ${MAX_BATCH_JOBS} jobs per batch`);
-    if (specs.length === 0) return [];
-    const problems: FieldProblem[] = [];
-    const jobs: NormalizedJobSpec[] = [];
-    specs.forEach((spec, index) => {
-      try {
-        jobs.push(validateJobSpec(spec, `jobs/${index}/`, options.naming));
-      } catch (error) {
-        if (error instanceof JobValidationError) problems.push(...error.problems);
-        else throw error;
-      }
-    });
-    if (problems.length > 0) throw new JobValidationError(problems);
+    const jobs = validateBatch(specs, options);
+    if (jobs.length === 0) return [];
     return insertJobs(options.client ?? this.pool, this.schema, jobs);
+  }
+
+  /**
+   * {@link addJobs}, answering only the new jobs' ids, in the order given: no job is built or its
+   * payload parsed back for the answer. For bulk loaders (POST /jobs/batch with
+   * `Prefer: return=minimal`).
+   * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
+   * @throws {RangeError} for more than MAX_BATCH_JOBS specs.
+   */
+  async addJobIds(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<number[]> {
+    const jobs = validateBatch(specs, options);
+    if (jobs.length === 0) return [];
+    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs);
+    return rows.map((row) => row.id);
   }
 
   /** The job with this id, or null. @throws {JobValidationError} if `id` is not a positive integer. */

@@ -4,10 +4,12 @@ import { type Statement, statement } from "./statement.js";
 /**
  * What an insert returns: only what the database decides. Everything else of the new job is what
  * was sent (see insert.ts); times as epoch milliseconds, which cost far less to parse than
- * timestamps.
+ * timestamps. `date_part` computes in float8; `extract` computes in numeric, which took an eighth
+ * of a 1,000-job insert. The float8 epoch is rounded to whole microseconds (exact below 2^53) before
+ * the division, so that the milliseconds never fall short of the stored time's.
  */
-const INSERTED_COLUMNS = `id, (extract(epoch FROM run_at) * 1000)::float8 AS run_at_ms,
-  (extract(epoch FROM created_at) * 1000)::float8 AS created_at_ms`;
+const INSERTED_COLUMNS = `id, round(date_part('epoch', run_at) * 1000000) / 1000 AS run_at_ms,
+  round(date_part('epoch', created_at) * 1000000) / 1000 AS created_at_ms`;
 
 /**
  * Inserts jobs given as parallel arrays (one element per job), in array order, and returns their

@@ -92,6 +92,7 @@ export const completeJobs = (schema: string): Statement =>
 /**
  * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`, `done_bins`): $1 ids, $2 attempts,
  * $3 results (one JSON array, read as `results`), $4 run times (ms), fenced on `workerId`.
+ * Execution seconds come from `date_part` (float8), not `extract` (numeric, several times slower).
  */
 const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
   `i AS (
@@ -102,7 +103,7 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
        SET status = 'done', result = i.result::jsonb, completed_at = now(), heartbeat_at = now(),
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${held(p.workerId)}
-       RETURNING j.id, extract(epoch FROM j.completed_at - j.started_at)::float8 AS exec_seconds
+       RETURNING j.id, date_part('epoch', j.completed_at - j.started_at) AS exec_seconds
      ), done_counted AS (
        ${countStatuses("SELECT 'done'::text, count(*) FROM done")}
      ), done_stats AS (
