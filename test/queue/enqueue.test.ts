@@ -1,6 +1,7 @@
 /** Enqueueing: concurrent single enqueues share statements, yet each caller gets its own outcome. */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { JobValidationError } from "../../src/errors.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 
 let db: TestDb;
@@ -37,6 +38,45 @@ describe("enqueue", () => {
     const single = await db.ledger.addJob({ type: "noop", payload: { n: 1 } });
     for (const job of [...jobs, single]) assert.deepEqual(job, await db.ledger.getJob(job.id));
     assert.equal(jobs[1]?.runAt.getTime(), runAt.getTime());
+  });
+
+  it("the times an insert returns are the stored times to the millisecond, at every millisecond boundary", async () => {
+    // Run times on whole milliseconds (.000, .001, .999) are the edge of the epoch arithmetic;
+    // created_at carries the database clock's microseconds.
+    const base = Date.now() + 3_600_000;
+    const specs = Array.from({ length: 1000 }, (_, i) => ({
+      type: "noop",
+      runAt: new Date(base - (base % 1000) + i * 1001 + (i % 3 === 0 ? 999 : i % 3)),
+    }));
+    const jobs = await db.ledger.addJobs(specs);
+    const reads = await db.ledger.listJobs({ limit: 1000 });
+    const byId = new Map(reads.map((job) => [job.id, job]));
+    for (const [i, job] of jobs.entries()) {
+      assert.equal(job.runAt.getTime(), specs[i]?.runAt.getTime());
+      assert.equal(job.runAt.getTime(), byId.get(job.id)?.runAt.getTime());
+      assert.equal(job.createdAt.getTime(), byId.get(job.id)?.createdAt.getTime());
+    }
+  });
+
+  it("addJobIds answers the new ids in the order given, and writes nothing if any spec is bad", async () => {
+    const ids = await db.ledger.addJobIds([
+      { type: "first", payload: { n: 1 } },
+      { type: "second", priority: 9 },
+    ]);
+    assert.equal(ids.length, 2);
+    assert.deepEqual(await Promise.all(ids.map(async (id) => (await db.ledger.getJob(id))?.type)), [
+      "first",
+      "second",
+    ]);
+    const [before] = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs");
+    await assert.rejects(
+      db.ledger.addJobIds([{ type: "ok" }, { type: "bad", priority: 11 }]),
+      (error: unknown) =>
+        error instanceof JobValidationError && error.problems.some((p) => p.field === "jobs/1/priority"),
+    );
+    const [after] = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs");
+    assert.equal(after?.n, before?.n);
+    assert.deepEqual(await db.ledger.addJobIds([]), []);
   });
 
   it("fewer statements than calls: 200 concurrent enqueues fire fewer than 200 notifications", async () => {
