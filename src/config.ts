@@ -222,9 +222,11 @@ export function configFromEnv(
   overrides: TaskQueueOptions = {},
 ): ResolvedConfig {
   const options: Record<string, unknown> = {};
+  const given = stripUndefined(overrides);
   for (const [field, rule] of Object.entries(RULES) as [keyof ResolvedConfig, Rule][]) {
     const raw = env[rule.env];
-    if (raw === undefined || (raw === "" && field === "databaseUrl")) continue;
+    // A variable that an override replaces is not read: its value, good or bad, is not used.
+    if (raw === undefined || (raw === "" && field === "databaseUrl") || field in given) continue;
     const value = parseEnv(rule, raw);
     try {
       checkValue(rule.env, rule, value);
@@ -236,7 +238,7 @@ export function configFromEnv(
     options[field] = value;
   }
   try {
-    return resolveConfig({ ...(options as TaskQueueOptions), ...stripUndefined(overrides) });
+    return resolveConfig({ ...(options as TaskQueueOptions), ...given });
   } catch (error) {
     // Cross-field checks name option fields; from the environment, name the variables.
     if (!(error instanceof ConfigError)) throw error;

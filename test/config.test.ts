@@ -57,6 +57,12 @@ describe("configuration", () => {
     refused({ BACKOFF_BASE_SECONDS: "10", BACKOFF_MAX_SECONDS: "5" }, "BACKOFF_MAX_SECONDS");
   });
 
+  it("does not read a variable that an override replaces, so a bad one does not matter", () => {
+    const config = configFromEnv({ WORKER_COUNT: "abc", PORT: "9000" }, { workerCount: 6 });
+    assert.deepEqual([config.workerCount, config.port], [6, 9000]);
+    refused({ WORKER_COUNT: "abc" }, "WORKER_COUNT");
+  });
+
   it("refuses a stale threshold that live workers' heartbeats cannot beat", () => {
     refused({ HEARTBEAT_INTERVAL_SECONDS: "10", STALE_THRESHOLD_SECONDS: "10" }, "STALE_THRESHOLD_SECONDS");
     assert.throws(

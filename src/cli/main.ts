@@ -3,7 +3,8 @@
  * The `taskqueue` command. Configuration comes from environment variables (DESIGN.md §9); flags
  * override them. Exit codes: 0 success, 1 failure, 2 bad configuration or usage.
  */
-import { Command, InvalidArgumentError, Option } from "commander";
+import { readFileSync } from "node:fs";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { configFromEnv, environmentVariables, type TaskQueueOptions } from "../config.js";
 import { migrate } from "../db/migrate.js";
 import { createPool } from "../db/pool.js";
@@ -14,10 +15,20 @@ import { inspect } from "./inspect.js";
 import { runUntilSignal, startService } from "./service.js";
 import { smoke } from "./smoke.js";
 
+/** Digits only, as the environment's integers are read (no sign, exponent or hex). */
+const DIGITS = /^[0-9]+$/;
+
 const integer = (name: string) => (value: string) => {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer`);
+  if (!DIGITS.test(value) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer`);
   return n;
+};
+
+/** A port: a whole number (0 picks a free port, like PORT=0); the range is checked with PORT's rule. */
+const port = (value: string) => {
+  if (!DIGITS.test(value))
+    throw new InvalidArgumentError("--port must be a whole number (0 picks a free port)");
+  return Number(value);
 };
 
 /** Defaults that are not constants: what an unset variable falls back to. */
@@ -33,10 +44,19 @@ function envHelp(): string {
   return `\nEnvironment (variable, default):\n${rows.join("\n")}\n`;
 }
 
+/** The version in package.json (three levels above dist/src/cli/, in the repository and in a package). */
+function packageVersion(): string {
+  const text = readFileSync(new URL("../../../package.json", import.meta.url), "utf8");
+  return (JSON.parse(text) as { version: string }).version;
+}
+
 const program = new Command()
   .name("taskqueue")
   .description("A background job queue that runs entirely on PostgreSQL.")
+  .version(packageVersion())
   .showHelpAfterError()
+  // Usage errors are thrown (and exit 2 below) instead of exiting 1 inside commander.
+  .exitOverride()
   .addHelpText("after", envHelp());
 
 function workerFlags(command: Command): Command {
@@ -111,14 +131,14 @@ workerFlags(
     .description(
       "API and workers in one process; with no DATABASE_URL, on an embedded PostgreSQL kept in .taskqueue/",
     )
-    .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(integer("--port")))
+    .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port))
     .option("--no-migrate", "do not migrate at start"),
 ).action((flags: RoleFlags) => runRole(flags, { api: true, worker: true, allowEmbedded: true }));
 
 program
   .command("api")
   .description("the REST API only (needs DATABASE_URL)")
-  .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(integer("--port")))
+  .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port))
   .option("--no-migrate", "do not migrate at start")
   .action((flags: RoleFlags) => runRole(flags, { api: true, worker: false, allowEmbedded: false }));
 
@@ -181,6 +201,8 @@ program
 registerBenchCommands(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
+  // commander has printed its message (or the help, or the version, which exit 0).
+  if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : 2);
   if (error instanceof ConfigError) {
     console.error(`taskqueue: configuration error: ${error.message}`);
     process.exit(2);

@@ -1,6 +1,7 @@
 /** Operator tools against a real `taskqueue start`: smoke checks every endpoint; inspect shows the queue. */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { after, before, it } from "node:test";
 import { promisify } from "node:util";
 import { freePort } from "../../src/db/embedded.js";
@@ -59,6 +60,8 @@ it("a bad value is named as the user gave it: the flag, or the environment varia
       /configuration error: --lock-sessions: must be between 1 and 16/,
     ],
     [["api", "--port", "99999"], {}, /configuration error: --port: must be between 0 and 65535/],
+    [["api", "--port", "8e3"], {}, /--port must be a whole number/],
+    [["worker", "--concurrency", "0x10"], {}, /--concurrency must be a positive integer/],
     [
       ["worker"],
       { WORKER_LOCK_SESSIONS: "40" },
@@ -74,4 +77,28 @@ it("a bad value is named as the user gave it: the flag, or the environment varia
         return true;
       },
     );
+});
+
+it("a flag replaces its variable, even a bad one; --port 0 listens on a free port like PORT=0", async () => {
+  const api = startCli(["api", "--port", "0", "--no-migrate"], cliEnv(db, { PORT: "not-a-port" }));
+  try {
+    const listening = await api.waitForLog((l) => l.msg === "API listening");
+    const url = String(listening.url);
+    assert.match(url, /^http:\/\/[^:]+:[1-9][0-9]*$/);
+    const response = await fetch(`${url}/health`);
+    assert.equal(response.status, 200);
+  } finally {
+    api.child.kill("SIGTERM");
+    assert.equal(await api.exited, 0);
+  }
+});
+
+it("--version prints the package's version; an unknown command is a usage error (exit 2)", async () => {
+  const { version } = JSON.parse(readFileSync("package.json", "utf8")) as { version: string };
+  const { stdout } = await run(process.execPath, [CLI, "--version"]);
+  assert.equal(stdout.trim(), version);
+  await assert.rejects(run(process.execPath, [CLI, "no-such-command"]), (error: { code?: number }) => {
+    assert.equal(error.code, 2);
+    return true;
+  });
 });
