@@ -4,8 +4,10 @@
  * It replaces Fastify's default parser for two reasons: the default answers a body holding a
  * `__proto__` key (or `constructor.prototype`) with a misleading "not valid JSON"; here such a key
  * is refused with 422 naming it (e.g. `payload/__proto__`), because handlers that merge payloads
- * into objects could be prototype-polluted by it. And a syntax error is reported with its position.
+ * into objects could be prototype-polluted by it. A syntax error is reported with its position, and
+ * bytes that are not UTF-8 are refused (400) instead of being stored as U+FFFD.
  */
+import { isUtf8 } from "node:buffer";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { JobValidationError } from "../errors.js";
 import { HttpProblem, PROBLEM_TYPES } from "./problem.js";
@@ -59,12 +61,19 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     "application/json",
-    { parseAs: "string" },
+    { parseAs: "buffer" },
     (
       _request: FastifyRequest,
       body: string | Buffer,
       done: (error: Error | null, value?: unknown) => void,
     ) => {
+      // JSON text is UTF-8 (RFC 8259 §8.1); decoding bad bytes would store U+FFFD in their place.
+      if (typeof body !== "string" && !isUtf8(body)) {
+        done(
+          new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", "The body is not valid UTF-8."),
+        );
+        return;
+      }
       const text = typeof body === "string" ? body : body.toString("utf8");
       if (text.trim() === "") {
         done(new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", "The JSON body is empty."));

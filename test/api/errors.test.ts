@@ -130,6 +130,23 @@ describe("bad requests", () => {
     assertProblem(await postText(""), 400);
   });
 
+  it("answers a body that is not UTF-8 with 400, storing nothing", async () => {
+    const before = await api.db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs");
+    for (const bytes of [[0xff], [0xc3, 0x28], [0xed, 0xa0, 0x80]]) {
+      const body = Buffer.concat([
+        Buffer.from('{"type":"echo","payload":"'),
+        Buffer.from(bytes),
+        Buffer.from('"}'),
+      ]);
+      const problem = assertProblem(
+        await api.app.inject({ method: "POST", url: "/jobs", payload: body, headers: JSON_HEADERS }),
+        400,
+      );
+      assert.match(problem.detail ?? "", /UTF-8/);
+    }
+    assert.deepEqual(await api.db.sql("SELECT count(*)::int AS n FROM jobs"), before);
+  });
+
   it("answers a body over the limit with 413", async () => {
     const filler = "x".repeat(BODY_LIMIT_BYTES);
     assertProblem(await postText(`{"type":"echo","payload":"${filler}"}`), 413);

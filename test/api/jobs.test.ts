@@ -25,6 +25,20 @@ describe("/jobs", () => {
     assert.deepEqual(res.json(), { jobs: [], limit: 50, offset: 0 });
   });
 
+  it("stores multi-byte UTF-8 text as sent, and reads it back the same", async () => {
+    const res = await api.app.inject({
+      method: "POST",
+      url: "/jobs",
+      payload: Buffer.from('{"type":"echo","payload":{"text":"żółw 🐢 日本"}}', "utf8"),
+      headers: { "content-type": "application/json; charset=utf-8" },
+    });
+    assert.equal(res.statusCode, 201, res.body);
+    const job = res.json<JobResponse>();
+    assert.deepEqual(job.payload, { text: "żółw 🐢 日本" });
+    const read = await api.app.inject({ method: "GET", url: `/jobs/${job.id}` });
+    assert.deepEqual(read.json<JobResponse>().payload, { text: "żółw 🐢 日本" });
+  });
+
   it("enqueues a minimal body with the defaults (priority 5, max_retries 3, pending)", async () => {
     const res = await api.app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } });
     assert.equal(res.statusCode, 201);
