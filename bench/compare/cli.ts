@@ -40,7 +40,7 @@ export const USAGE = `usage: npm run bench:compare -- [flags]
   --only a,b,...        systems to run (default all): ${SYSTEMS.join(", ")}
   --pickup-samples N    idle pickup samples, one every 20 ms (default 200)
   --skip-1m             skip (e), the claim latency with 1,000,000 finished jobs
-  --repeat N            drain runs, median reported (default 1)
+  --repeat N            bulk enqueue and drain runs, medians reported (default 1)
   --phase-timeout S     bound of each phase in seconds (default 120)
   --out DIR             where compare-latest.json and .meta.json go (default bench/results)
 environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test),

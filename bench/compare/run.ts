@@ -213,7 +213,7 @@ async function main(): Promise<number> {
     figuresTable(reports),
     "",
     legend,
-    "(a) bulk enqueue, batches of 1,000 · (b) single enqueue, 50 in flight · (c) drain of pre-enqueued noop jobs " +
+    `(a) bulk enqueue, batches of 1,000, median of ${options.repeat} · (b) single enqueue, 50 in flight · (c) drain of pre-enqueued noop jobs ` +
       `(2.5 s rest after the enqueue, untimed), median of ${options.repeat} · (d) idle pickup after 20 warm-up jobs, ` +
       `${options.pickupSamples} samples every ${options.intervalMs} ms · (e) median pickup (${options.claimSamples} samples) ` +
       `with ${options.finishedRows.toLocaleString("en-US")} finished jobs ÷ mean of the empty-table medians before and after. ` +
@@ -291,6 +291,7 @@ async function main(): Promise<number> {
           backend: r.backend,
           settings: r.row.settings,
           missing: r.missing,
+          bulk_runs_per_s: r.bulkRuns,
           drain_runs_per_s: r.drainRuns,
           claim: r.claim,
           notes: r.notes,

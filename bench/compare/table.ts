@@ -132,6 +132,8 @@ export function notesText(reports: SystemReport[]): string {
       reasons.set(key, [...(reasons.get(key) ?? []), field]);
     }
     for (const [reason, fields] of reasons) items.push(`${fields.join(", ")} ${reason}`);
+    if (r.bulkRuns.length > 1)
+      items.push(`bulk enqueue runs: ${r.bulkRuns.map((v) => number(v, 0)).join(", ")} jobs/s`);
     if (r.drainRuns.length > 1)
       items.push(`drain runs: ${r.drainRuns.map((v) => number(v, 0)).join(", ")} jobs/s`);
     const c = r.claim;

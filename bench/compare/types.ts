@@ -117,6 +117,8 @@ export interface SystemReport {
   row: ResultRow;
   backend: string;
   missing: Partial<Record<keyof ResultRow, Missing>>;
+  /** Bulk enqueue rate of each repeat, jobs/s. */
+  bulkRuns: number[];
   /** Drain rate of each repeat, jobs/s. */
   drainRuns: number[];
   /** Phase (e): median pickup ms on the empty table before, with the finished rows, and after. */
@@ -146,6 +148,7 @@ export function blankReport(system: SystemName, settings: string, backend: strin
     },
     backend,
     missing: {},
+    bulkRuns: [],
     drainRuns: [],
     claim: {
       emptyBeforeMs: null,
