@@ -59,6 +59,9 @@ export const MAX_BATCH_JOBS = 10_000;
 /** Payloads and results larger than this (bytes of JSON text) are left out of job lists. */
 export const LIST_VALUE_MAX_BYTES = 64 * 1024;
 
+/** SQLSTATE undefined_table. */
+const UNDEFINED_TABLE = "42P01";
+
 /** Length of the trailing window of the rate metrics, seconds. */
 export const METRICS_WINDOW_SECONDS = 60;
 
@@ -299,13 +302,22 @@ export class Ledger {
     return rows.map(rowToDeadLetter);
   }
 
-  /** Resolves if the database answers and the schema is migrated; rejects otherwise. */
-  /** The schema's applied migration version (0 when none). @throws the database error when the schema is missing. */
+  /**
+   * The schema's applied migration version: 0 when nothing was ever migrated (no migrations table,
+   * or no schema). @throws any other database error.
+   */
   async schemaVersion(): Promise<number> {
-    const { rows } = await this.pool.query<{ version: number }>(schemaVersion(this.schema));
-    return rows[0]?.version ?? 0;
+    try {
+      const { rows } = await this.pool.query<{ version: number }>(schemaVersion(this.schema));
+      return rows[0]?.version ?? 0;
+    } catch (error) {
+      // No migrations table (or no schema): nothing was ever migrated here.
+      if ((error as { code?: string }).code === UNDEFINED_TABLE) return 0;
+      throw error;
+    }
   }
 
+  /** Resolves if the database answers and the schema is migrated; rejects otherwise. */
   async ping(): Promise<void> {
     await this.pool.query(ping(this.schema));
   }

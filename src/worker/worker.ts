@@ -179,6 +179,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private releaseQueue: ClaimRef[] = [];
 
   private wakeRequested = false;
+  /**
+   * A lane claims nothing until every lane of its process has started (releaseClaims), so that
+   * no job event comes before `start()` resolves.
+   */
+  private claimsHeld: boolean;
   private claiming: Promise<void> | null = null;
   private flushing: Promise<void> | null = null;
   /** Written batches whose unlock has not run yet (see afterUnlock). */
@@ -212,6 +217,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.prefetch = Math.max(this.config.prefetch ?? this.config.workerCount, 1);
     this.lockTableShare = options.lane?.lockTableShare ?? LOCK_TABLE_SHARE;
     this.lane = options.lane;
+    this.claimsHeld = options.lane !== undefined;
     // Every lane needs a handler slot and a job of the prefetch, or the process would hold more.
     const laneCount = Math.min(this.config.lockSessions, this.config.workerCount, this.prefetch);
     if (!options.lane && laneCount < this.config.lockSessions)
@@ -334,6 +340,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
     void this.heartbeat();
   }
 
+  /** Lets a lane claim, once every lane of the process has started; claims what it was woken for. */
+  private releaseClaims(): void {
+    this.claimsHeld = false;
+    this.claimLoop();
+  }
+
   /** @throws {SchemaVersionError} unless the schema is at the version this code needs. */
   private async checkSchemaVersion(): Promise<void> {
     const required = latestSchemaVersion();
@@ -355,6 +367,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       await Promise.all(lanes.map((lane) => lane.stop(0)));
       throw failure.reason;
     }
+    for (const lane of lanes) lane.releaseClaims();
     this.logger.info(
       { workerId: this.id, lockSessions: lanes.length, concurrency: this.config.workerCount },
       "worker started",
@@ -411,7 +424,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Claims as many jobs as there is room for, when asked to and no claim is in flight. */
   private claimLoop(): void {
-    if (this.claiming || this.stopping) return;
+    if (this.claiming || this.stopping || this.claimsHeld) return;
     const session = this.session;
     if (!session || session.isLost || !this.wakeRequested) return;
     const free = this.prefetch - this.heldCount;

@@ -113,6 +113,26 @@ async function openSessions(workerId: string): Promise<number> {
   return rows[0]?.n ?? -1;
 }
 
+it("with several lanes, every job event comes after start() resolves: listeners attached then see them all", async () => {
+  await db.ledger.addJobIds(Array.from({ length: 40 }, () => ({ type: "noop" })));
+  const worker = unstartedWorker({ lockSessions: 4, workerCount: 8, prefetch: 8 });
+  await worker.start();
+  try {
+    const completed = new Set<number>();
+    const allDone = waitForEvents<[{ id: number }]>(
+      worker,
+      "job:completed",
+      40,
+      (e) => completed.add(e.id) !== null,
+    );
+    await allDone;
+    assert.equal(completed.size, 40);
+  } finally {
+    await worker.stop(0);
+  }
+  await db.sql("DELETE FROM jobs");
+});
+
 it("a stop while the lanes are still starting closes every session and leaves no worker row", async () => {
   const worker = unstartedWorker({ lockSessions: 2, workerCount: 2 });
   const starting = worker.start();
@@ -168,5 +188,22 @@ it("a worker refuses to start on a schema older than it needs, and says what to 
     }
   } finally {
     await db.pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+  }
+});
+
+it("a worker on a schema never migrated says what to run, instead of a missing table", async () => {
+  const schema = `tq_test_none_${randomBytes(4).toString("hex")}`;
+  for (const lockSessions of [1, 2]) {
+    const worker = unstartedWorker(
+      { schema, notifyChannel: `${schema}_jobs`, lockSessions, workerCount: 2 },
+      new Ledger(db.pool, schema),
+    );
+    await assert.rejects(
+      worker.start(),
+      (error: unknown) =>
+        error instanceof SchemaVersionError && error.found === 0 && /taskqueue migrate/.test(error.message),
+    );
+    await worker.stop(0);
+    assert.equal(await openSessions(worker.id), 0, "nothing left open");
   }
 });
