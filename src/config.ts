@@ -243,7 +243,7 @@ export function configFromEnv(
     // Cross-field checks name option fields; from the environment, name the variables.
     if (!(error instanceof ConfigError)) throw error;
     const rule = RULES[error.field as keyof ResolvedConfig];
-    if (!rule || error.field in overrides) throw error;
+    if (!rule || error.field in given) throw error;
     let message = error.message.slice(error.field.length + 2);
     // Other option fields named in the message (camelCase words such as backoffBaseSeconds) become
     // their variables; plain words ("schema") stay as they are.

@@ -52,10 +52,18 @@ export function mayHoldForbiddenKey(text: string): boolean {
   return text.includes("__proto__") || text.includes("prototype") || text.includes("\\u");
 }
 
+/** The `charset` parameter of a Content-Type header, lower-cased and unquoted; null if none. */
+export function declaredCharset(contentType: string | undefined): string | null {
+  const match = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i.exec(contentType ?? "");
+  if (!match) return null;
+  return (match[1] ?? match[2] ?? "").toLowerCase();
+}
+
 /**
  * Installs the JSON parser on `app` (removing Fastify's defaults, so any other media type is
- * answered 415). Errors: empty or malformed body → 400 problem; a forbidden key →
- * {@link JobValidationError} (422).
+ * answered 415). Errors: a charset other than UTF-8 → 415; bytes that are not UTF-8, an empty or
+ * malformed body → 400 problem; a forbidden key → {@link JobValidationError} (422). A leading byte
+ * order mark is ignored.
  */
 export function registerJsonBodyParser(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
@@ -63,18 +71,33 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     "application/json",
     { parseAs: "buffer" },
     (
-      _request: FastifyRequest,
+      request: FastifyRequest,
       body: string | Buffer,
       done: (error: Error | null, value?: unknown) => void,
     ) => {
-      // JSON text is UTF-8 (RFC 8259 §8.1); decoding bad bytes would store U+FFFD in their place.
+      // JSON text is UTF-8 (RFC 8259 §8.1): another declared charset is refused rather than
+      // misread, and bytes that are not UTF-8 rather than stored as U+FFFD.
+      const charset = declaredCharset(request.headers["content-type"]);
+      if (charset !== null && charset !== "utf-8" && charset !== "utf8") {
+        done(
+          new HttpProblem(
+            415,
+            PROBLEM_TYPES.unsupportedMediaType,
+            "Unsupported Media Type",
+            `JSON must be UTF-8 (RFC 8259); charset=${charset} is not supported.`,
+          ),
+        );
+        return;
+      }
       if (typeof body !== "string" && !isUtf8(body)) {
         done(
           new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", "The body is not valid UTF-8."),
         );
         return;
       }
-      const text = typeof body === "string" ? body : body.toString("utf8");
+      let text = typeof body === "string" ? body : body.toString("utf8");
+      // A byte order mark may be ignored (RFC 8259 §8.1); JSON.parse would refuse it.
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
       if (text.trim() === "") {
         done(new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", "The JSON body is empty."));
         return;

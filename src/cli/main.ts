@@ -4,32 +4,17 @@
  * override them. Exit codes: 0 success, 1 failure, 2 bad configuration or usage.
  */
 import { readFileSync } from "node:fs";
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { configFromEnv, environmentVariables, type TaskQueueOptions } from "../config.js";
 import { migrate } from "../db/migrate.js";
 import { createPool } from "../db/pool.js";
 import { ConfigError } from "../errors.js";
 import { TaskQueue } from "../index.js";
 import { registerBenchCommands } from "./bench/index.js";
+import { port, positiveInteger, positiveNumber } from "./flags.js";
 import { inspect } from "./inspect.js";
 import { runUntilSignal, startService } from "./service.js";
 import { smoke } from "./smoke.js";
-
-/** Digits only, as the environment's integers are read (no sign, exponent or hex). */
-const DIGITS = /^[0-9]+$/;
-
-const integer = (name: string) => (value: string) => {
-  const n = Number(value);
-  if (!DIGITS.test(value) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer`);
-  return n;
-};
-
-/** A port: a whole number (0 picks a free port, like PORT=0); the range is checked with PORT's rule. */
-const port = (value: string) => {
-  if (!DIGITS.test(value))
-    throw new InvalidArgumentError("--port must be a whole number (0 picks a free port)");
-  return Number(value);
-};
 
 /** Defaults that are not constants: what an unset variable falls back to. */
 const DEFAULT_OF: Record<string, string> = {
@@ -63,14 +48,14 @@ function workerFlags(command: Command): Command {
   return command
     .addOption(
       new Option("-c, --concurrency <n>", "handlers run at once (overrides WORKER_COUNT)").argParser(
-        integer("--concurrency"),
+        positiveInteger("--concurrency"),
       ),
     )
     .addOption(
       new Option(
         "--lock-sessions <n>",
         "lock sessions per worker process, each claiming and writing its own batches (overrides WORKER_LOCK_SESSIONS)",
-      ).argParser(integer("--lock-sessions")),
+      ).argParser(positiveInteger("--lock-sessions")),
     )
     .option("--types <list>", "claim only these job types, comma-separated (default: every registered type)")
     .option(
@@ -131,14 +116,14 @@ workerFlags(
     .description(
       "API and workers in one process; with no DATABASE_URL, on an embedded PostgreSQL kept in .taskqueue/",
     )
-    .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port))
+    .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port("--port")))
     .option("--no-migrate", "do not migrate at start"),
 ).action((flags: RoleFlags) => runRole(flags, { api: true, worker: true, allowEmbedded: true }));
 
 program
   .command("api")
   .description("the REST API only (needs DATABASE_URL)")
-  .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port))
+  .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port("--port")))
   .option("--no-migrate", "do not migrate at start")
   .action((flags: RoleFlags) => runRole(flags, { api: true, worker: false, allowEmbedded: false }));
 
@@ -192,9 +177,13 @@ program
   .command("smoke")
   .description("check every endpoint of a running deployment over HTTP (PASS/FAIL; exit 1 on any failure)")
   .option("--url <url>", "base URL of the API", "http://127.0.0.1:8000")
-  .option("--timeout <seconds>", "per request, and for the echo job to finish", "10")
-  .action(async (flags: { url: string; timeout: string }) => {
-    const failed = await smoke(flags.url, Number(flags.timeout));
+  .addOption(
+    new Option("--timeout <seconds>", "per request, and for the echo job to finish")
+      .default(10)
+      .argParser(positiveNumber("--timeout")),
+  )
+  .action(async (flags: { url: string; timeout: number }) => {
+    const failed = await smoke(flags.url, flags.timeout);
     process.exitCode = failed === 0 ? 0 : 1;
   });
 

@@ -147,6 +147,17 @@ describe("bad requests", () => {
     assert.deepEqual(await api.db.sql("SELECT count(*)::int AS n FROM jobs"), before);
   });
 
+  it("answers a declared charset other than UTF-8 with 415 naming it", async () => {
+    for (const contentType of [
+      "application/json; charset=iso-8859-1",
+      'application/json; charset="UTF-16"',
+      "application/json;charset=latin1",
+    ]) {
+      const problem = assertProblem(await postText('{"type":"echo"}', { "content-type": contentType }), 415);
+      assert.match(problem.detail ?? "", /UTF-8/);
+    }
+  });
+
   it("answers a body over the limit with 413", async () => {
     const filler = "x".repeat(BODY_LIMIT_BYTES);
     assertProblem(await postText(`{"type":"echo","payload":"${filler}"}`), 413);

@@ -39,6 +39,23 @@ describe("/jobs", () => {
     assert.deepEqual(read.json<JobResponse>().payload, { text: "żółw 🐢 日本" });
   });
 
+  it("ignores a byte order mark before the JSON, and takes charset=utf-8 in any spelling", async () => {
+    for (const contentType of [
+      "application/json",
+      'application/json; charset="UTF-8"',
+      "application/json;charset=utf8",
+    ]) {
+      const res = await api.app.inject({
+        method: "POST",
+        url: "/jobs",
+        payload: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"type":"echo","payload":1}')]),
+        headers: { "content-type": contentType },
+      });
+      assert.equal(res.statusCode, 201, `${contentType}: ${res.body}`);
+      assert.equal(res.json<JobResponse>().payload, 1);
+    }
+  });
+
   it("enqueues a minimal body with the defaults (priority 5, max_retries 3, pending)", async () => {
     const res = await api.app.inject({ method: "POST", url: "/jobs", payload: { type: "echo" } });
     assert.equal(res.statusCode, 201);

@@ -62,6 +62,8 @@ it("a bad value is named as the user gave it: the flag, or the environment varia
     [["api", "--port", "99999"], {}, /configuration error: --port: must be between 0 and 65535/],
     [["api", "--port", "8e3"], {}, /--port must be a whole number/],
     [["worker", "--concurrency", "0x10"], {}, /--concurrency must be a positive integer/],
+    [["smoke", "--timeout", "abc"], {}, /--timeout must be a positive number/],
+    [["bench", "math", "--jobs", "8e3"], {}, /--jobs must be a positive integer/],
     [
       ["worker"],
       { WORKER_LOCK_SESSIONS: "40" },

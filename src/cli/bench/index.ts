@@ -1,26 +1,9 @@
 /** `taskqueue bench ...`: benchmarks that print figures (docs/benchmarks.md keeps them). */
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { type Command, Option } from "commander";
+import { nonNegativeInteger, positiveInteger, positiveNumber } from "../flags.js";
 import { runLoadBench } from "./load.js";
 import { runMathBench } from "./math.js";
 import { DEFAULT_MATH_SEED, describeMathRanges } from "./payloads.js";
-
-const positiveInteger = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`${flag} must be a positive integer`);
-  return n;
-};
-
-const nonNegativeInteger = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError(`${flag} must be an integer ≥ 0`);
-  return n;
-};
-
-const positiveNumber = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${flag} must be a positive number`);
-  return n;
-};
 
 const SYSTEM_HELP = `
 System under test: DATABASE_URL if set, else an embedded PostgreSQL with throw-away data in
