@@ -265,7 +265,9 @@ export function validateJobSpec(
 ): NormalizedJobSpec {
   const problems: FieldProblem[] = [];
   if (typeof spec !== "object" || spec === null || Array.isArray(spec))
-    throw new JobValidationError([{ field: prefix || "job", message: "must be an object" }]);
+    throw new JobValidationError([
+      { field: prefix.replace(/\/$/, "") || "job", message: "must be an object" },
+    ]);
   const name = (field: keyof JobSpec) => `${prefix}${naming === "snake" ? SNAKE_NAMES[field] : field}`;
   for (const key of Object.keys(spec))
     if (!JOB_SPEC_FIELDS.has(key))

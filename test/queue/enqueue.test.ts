@@ -77,6 +77,12 @@ describe("enqueue", () => {
     const [after] = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs");
     assert.equal(after?.n, before?.n);
     assert.deepEqual(await db.ledger.addJobIds([]), []);
+    await assert.rejects(
+      db.ledger.addJobIds([{ type: "ok" }, null as unknown as { type: string }]),
+      (error: unknown) =>
+        error instanceof JobValidationError &&
+        error.problems.some((p) => p.field === "jobs/1" && /object/.test(p.message)),
+    );
   });
 
   it("fewer statements than calls: 200 concurrent enqueues fire fewer than 200 notifications", async () => {
