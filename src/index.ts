@@ -155,7 +155,13 @@ export class TaskQueue {
     });
     this.workers.add(worker);
     worker.once("worker:stopped", () => this.workers.delete(worker));
-    await worker.start();
+    try {
+      await worker.start();
+    } catch (error) {
+      // A failed start has closed what it opened: there is nothing for close() to stop.
+      this.workers.delete(worker);
+      throw error;
+    }
     return worker;
   }
 

@@ -52,18 +52,44 @@ export function mayHoldForbiddenKey(text: string): boolean {
   return text.includes("__proto__") || text.includes("prototype") || text.includes("\\u");
 }
 
-/** The `charset` parameter of a Content-Type header, lower-cased and unquoted; null if none. */
+/**
+ * The `charset` parameter of a Content-Type header, lower-cased and unquoted; null if none or
+ * empty. Parameters are read in order, so a quoted value that contains `;charset=` is not taken
+ * for one.
+ */
 export function declaredCharset(contentType: string | undefined): string | null {
-  const match = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i.exec(contentType ?? "");
-  if (!match) return null;
-  return (match[1] ?? match[2] ?? "").toLowerCase();
+  const parameter = /;\s*([^\s=;]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*)/g;
+  for (const [, name, raw] of (contentType ?? "").matchAll(parameter)) {
+    if (name?.toLowerCase() !== "charset") continue;
+    const value = (raw ?? "")
+      .trim()
+      .replace(/^"(.*)"$/, "$1")
+      .trim()
+      .toLowerCase();
+    return value === "" ? null : value;
+  }
+  return null;
+}
+
+/** Charsets whose text is UTF-8 as it stands. */
+const UTF8_COMPATIBLE = new Set(["utf-8", "utf8", "us-ascii", "ascii"]);
+
+/**
+ * Whether a body declared in `charset` can be read as UTF-8 without changing its meaning: UTF-8
+ * and ASCII always; any other charset only when every byte is ASCII (which most charsets share);
+ * UTF-16 and UTF-32 never.
+ */
+function readableAsUtf8(charset: string | null, body: Buffer | string): boolean {
+  if (charset === null || UTF8_COMPATIBLE.has(charset)) return true;
+  if (/^utf-?(16|32)/.test(charset)) return false;
+  return typeof body === "string" ? !/[^\x00-\x7f]/.test(body) : body.every((byte) => byte < 0x80);
 }
 
 /**
  * Installs the JSON parser on `app` (removing Fastify's defaults, so any other media type is
- * answered 415). Errors: a charset other than UTF-8 → 415; bytes that are not UTF-8, an empty or
- * malformed body → 400 problem; a forbidden key → {@link JobValidationError} (422). A leading byte
- * order mark is ignored.
+ * answered 415). Errors: a body in another charset than UTF-8 (or ASCII) → 415; bytes that are not
+ * UTF-8, an empty or malformed body → 400 problem; a forbidden key → {@link JobValidationError}
+ * (422). A leading byte order mark is ignored.
  */
 export function registerJsonBodyParser(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
@@ -78,7 +104,7 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
       // JSON text is UTF-8 (RFC 8259 §8.1): another declared charset is refused rather than
       // misread, and bytes that are not UTF-8 rather than stored as U+FFFD.
       const charset = declaredCharset(request.headers["content-type"]);
-      if (charset !== null && charset !== "utf-8" && charset !== "utf8") {
+      if (!readableAsUtf8(charset, body)) {
         done(
           new HttpProblem(
             415,

@@ -180,10 +180,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private wakeRequested = false;
   /**
-   * A lane claims nothing until every lane of its process has started (releaseClaims), so that
-   * no job event comes before `start()` resolves.
+   * Nothing is claimed until start has passed every check (a NOTIFY can arrive while the schema
+   * check is still running), and a lane claims nothing until every lane of its process has
+   * started (releaseClaims): no job event comes before `start()` resolves.
    */
-  private claimsHeld: boolean;
+  private claimsHeld = true;
   private claiming: Promise<void> | null = null;
   private flushing: Promise<void> | null = null;
   /** Written batches whose unlock has not run yet (see afterUnlock). */
@@ -200,6 +201,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private timers: NodeJS.Timeout[] = [];
   private reaping: Promise<void> | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
+  /** A reconnect attempt in flight (scheduleReconnect), awaited by stop. */
+  private reconnecting: Promise<void> | null = null;
   private retryWake: { at: number; timer: NodeJS.Timeout } | null = null;
 
   constructor(options: WorkerOptions) {
@@ -217,7 +220,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.prefetch = Math.max(this.config.prefetch ?? this.config.workerCount, 1);
     this.lockTableShare = options.lane?.lockTableShare ?? LOCK_TABLE_SHARE;
     this.lane = options.lane;
-    this.claimsHeld = options.lane !== undefined;
     // Every lane needs a handler slot and a job of the prefetch, or the process would hold more.
     const laneCount = Math.min(this.config.lockSessions, this.config.workerCount, this.prefetch);
     if (!options.lane && laneCount < this.config.lockSessions)
@@ -312,6 +314,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     ]);
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failure) {
+      // A failed worker stays stopped: no reconnect of a session lost meanwhile either.
+      this.stopping = true;
+      if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+      this.reconnectTimer = null;
       await listener.stop();
       const session = this.session;
       this.session = null;
@@ -334,6 +340,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       "worker started",
     );
     this.emit("worker:started", { workerId: this.id });
+    // A lane waits for the others (releaseClaims); a single worker claims from here on.
+    if (!this.lane) this.claimsHeld = false;
     this.wake();
     // The first heartbeat registers the worker row, on the write connection while the first claim
     // runs on the lock connection. A failure is logged; the next heartbeat writes the row again.
@@ -367,7 +375,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       await Promise.all(lanes.map((lane) => lane.stop(0)));
       throw failure.reason;
     }
-    for (const lane of lanes) lane.releaseClaims();
+    if (!this.stopping) for (const lane of lanes) lane.releaseClaims();
     this.logger.info(
       { workerId: this.id, lockSessions: lanes.length, concurrency: this.config.workerCount },
       "worker started",
@@ -758,21 +766,32 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private scheduleReconnect(): void {
     if (this.stopping || this.reconnectTimer) return;
-    this.reconnectTimer = setTimeout(async () => {
+    this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       if (this.stopping) return;
-      try {
-        await this.openSession();
-        this.logger.info("lock session re-established");
-        this.emit("session:restored");
-        this.wake();
-        void this.heartbeat();
-      } catch (error) {
-        this.sessionFailures++;
-        this.logger.warn({ err: error }, "lock session reconnect failed; retrying");
-        this.scheduleReconnect();
-      }
+      this.reconnecting = this.reconnect().finally(() => {
+        this.reconnecting = null;
+      });
     }, reconnectDelayMs(this.sessionFailures));
+  }
+
+  /** One attempt to open a new lock session, then claims through it unless a stop began. */
+  private async reconnect(): Promise<void> {
+    try {
+      await this.openSession();
+    } catch (error) {
+      this.sessionFailures++;
+      this.logger.warn({ err: error }, "lock session reconnect failed; retrying");
+      this.scheduleReconnect();
+      return;
+    }
+    // A stop that began meanwhile waits for this attempt (doStop), then closes the new session
+    // itself, deleting the worker row through it: nothing is claimed or announced here.
+    if (this.stopping) return;
+    this.logger.info("lock session re-established");
+    this.emit("session:restored");
+    this.wake();
+    void this.heartbeat();
   }
 
   /**
@@ -802,6 +821,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     for (const timer of this.timers) clearTimeout(timer);
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    await this.reconnecting;
     if (this.retryWake) clearTimeout(this.retryWake.timer);
     await this.listener?.stop();
     await this.claiming;

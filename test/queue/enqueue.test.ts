@@ -48,8 +48,12 @@ describe("enqueue", () => {
       type: "noop",
       runAt: new Date(base - (base % 1000) + i * 1001 + (i % 3 === 0 ? 999 : i % 3)),
     }));
+    // Far in the future a float8 epoch in seconds no longer holds microseconds.
+    for (const far of ["2245-07-10T18:08:55.324Z", "2999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.001Z"])
+      specs.push({ type: "noop", runAt: new Date(far) });
     const jobs = await db.ledger.addJobs(specs);
     const reads = await db.ledger.listJobs({ limit: 1000 });
+    reads.push(...(await db.ledger.listJobs({ limit: 1000, offset: 1000 })));
     const byId = new Map(reads.map((job) => [job.id, job]));
     for (const [i, job] of jobs.entries()) {
       assert.equal(job.runAt.getTime(), specs[i]?.runAt.getTime());

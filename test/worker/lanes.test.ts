@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { after, before, it } from "node:test";
 import type { ResolvedConfig } from "../../src/config.js";
 import { migrate } from "../../src/db/migrate.js";
+import { createPool } from "../../src/db/pool.js";
 import { SchemaVersionError } from "../../src/errors.js";
 import { createLogger } from "../../src/log.js";
 import { Ledger } from "../../src/queue/ledger.js";
@@ -195,6 +196,51 @@ it("a worker refuses to start on a schema older than it needs, and says what to 
   try {
     await refusesToStart(schema, 1);
   } finally {
+    await db.pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+  }
+});
+
+it("a NOTIFY during a slow schema check starts no claim: a worker refused for its schema has run nothing", async () => {
+  const schema = `tq_test_slow_${randomBytes(4).toString("hex")}`;
+  const channel = `${schema}_jobs`;
+  await migrate(db.pool, { schema, notifyChannel: channel, toVersion: 2 });
+  // The worker's pool has one connection, held here: its schema check waits until it is let go.
+  const busy = createPool({ connectionString: db.config.databaseUrl as string, max: 1 });
+  const held = await busy.connect();
+  const worker = unstartedWorker(
+    { schema, notifyChannel: channel, workerCount: 2 },
+    new Ledger(busy, schema),
+  );
+  const claims: unknown[] = [];
+  worker.on("poll:claimed", (e) => claims.push(e));
+  try {
+    const started = worker.start().then(
+      () => null,
+      (error: unknown) => error,
+    );
+    // Its LISTEN connection is up while the check still waits; then a job arrives, with its NOTIFY.
+    for (let i = 0; i < 250; i++) {
+      const [row] = await db.sql<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'taskqueue listener' AND query = 'LISTEN \"' || $1 || '\"'",
+        [channel],
+      );
+      if (row?.n === 1) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await new Ledger(db.pool, schema).addJob({ type: "noop" });
+    // No event marks a claim that did not happen: give one a few round trips' time.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    held.release();
+    assert.ok((await started) instanceof SchemaVersionError);
+    assert.deepEqual(claims, [], "nothing was claimed");
+    const [job] = await db.sql<{ status: string; claimed_at: Date | null }>(
+      `SELECT status, claimed_at FROM "${schema}".jobs`,
+    );
+    assert.deepEqual([job?.status, job?.claimed_at], ["pending", null]);
+    assert.equal(await openSessions(worker.id), 0, "nothing was left open");
+  } finally {
+    await worker.stop(0);
+    await busy.end();
     await db.pool.query(`DROP SCHEMA "${schema}" CASCADE`);
   }
 });

@@ -2,14 +2,21 @@ import { type JsonArrayType, jsonArrayElements } from "./params.js";
 import { type Statement, statement } from "./statement.js";
 
 /**
+ * Epoch milliseconds of timestamp column `column`, as an integer (the stored microseconds cut to
+ * the millisecond, as a read returns them): whole minutes from `date_part('epoch', …)`, plus the
+ * milliseconds within the minute. `date_part` computes in float8, exact at these magnitudes;
+ * `extract` computes in numeric, which took an eighth of a 1,000-job insert, and a float8 epoch
+ * in seconds loses microseconds after the year 2242.
+ */
+const epochMs = (column: string) =>
+  `date_part('epoch', date_trunc('minute', ${column}))::bigint * 1000 + floor(date_part('milliseconds', ${column}))::bigint`;
+
+/**
  * What an insert returns: only what the database decides. Everything else of the new job is what
  * was sent (see insert.ts); times as epoch milliseconds, which cost far less to parse than
- * timestamps. `date_part` computes in float8; `extract` computes in numeric, which took an eighth
- * of a 1,000-job insert. The float8 epoch is rounded to whole microseconds (exact below 2^53) before
- * the division, so that the milliseconds never fall short of the stored time's.
+ * timestamps.
  */
-const INSERTED_COLUMNS = `id, round(date_part('epoch', run_at) * 1000000) / 1000 AS run_at_ms,
-  round(date_part('epoch', created_at) * 1000000) / 1000 AS created_at_ms`;
+const INSERTED_COLUMNS = `id, ${epochMs("run_at")} AS run_at_ms, ${epochMs("created_at")} AS created_at_ms`;
 
 /**
  * Inserts jobs given as parallel arrays (one element per job), in array order, and returns their
