@@ -94,6 +94,37 @@ describe("dispatch", () => {
     await db.sql("DELETE FROM jobs");
   });
 
+  it("a stop while a lost lock session is being reopened waits for it, and leaves no session and no worker row", async () => {
+    const worker = await startWorker(db);
+    const sessionsOf = async () =>
+      (
+        await db.sql<{ pid: number }>(
+          "SELECT pid FROM pg_stat_activity WHERE application_name = 'taskqueue lock session ' || $1",
+          [worker.id],
+        )
+      ).map((r) => r.pid);
+    const [first] = await sessionsOf();
+    const lost = waitForEvent(worker, "session:lost");
+    await db.sql("SELECT pg_terminate_backend($1, 10000)", [first]);
+    await lost;
+    // The reconnect (after 100 ms) opens a new lock connection: stop as soon as it shows.
+    for (let i = 0; i < 500; i++) {
+      const pids = await sessionsOf();
+      if (pids.some((pid) => pid !== first)) break;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    let restoredAfterStop = false;
+    const stopped = worker.stop(0).then(() => {
+      worker.once("session:restored", () => {
+        restoredAfterStop = true;
+      });
+    });
+    await stopped;
+    assert.deepEqual(await sessionsOf(), [], "no lock connection outlives stop()");
+    assert.deepEqual(await db.sql("SELECT id FROM workers WHERE id = $1", [worker.id]), []);
+    assert.equal(restoredAfterStop, false);
+  });
+
   for (const connection of ["lock session", "writes"] as const)
     it(`a lost lock session (its ${connection} connection killed) stops results from being written, and the worker carries on`, async () => {
       const worker = await startWorker(db, { runReaper: true, config: { staleThresholdSeconds: 0.5 } });
