@@ -82,7 +82,8 @@ const UTF8_COMPATIBLE = new Set(["utf-8", "utf8", "us-ascii", "ascii"]);
 function readableAsUtf8(charset: string | null, body: Buffer | string): boolean {
   if (charset === null || UTF8_COMPATIBLE.has(charset)) return true;
   if (/^utf-?(16|32)/.test(charset)) return false;
-  return typeof body === "string" ? !/[^\x00-\x7f]/.test(body) : body.every((byte) => byte < 0x80);
+  const bytes = typeof body === "string" ? Buffer.from(body, "utf8") : body;
+  return bytes.every((byte) => byte < 0x80);
 }
 
 /**
