@@ -278,8 +278,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   /**
-   * Opens the lock session and LISTEN, starts poll, heartbeat and reaper, and issues the first
-   * claim; the worker row is written by the first heartbeat, which goes out at the same time.
+   * Opens the lock session and LISTEN, registers the worker row, starts poll, heartbeat and
+   * reaper, and issues the first claim (whose events come after this resolves).
    * @throws if no handler is registered, the schema is older than this code, or the first
    * connection to the database fails.
    */
@@ -305,15 +305,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
       },
     });
     this.listener = listener;
-    // The schema check, the lock session and the LISTEN connection at once; the first claim (wake,
-    // below) comes after all three, so no notification before it can be missed.
+    // The schema check, the lock session and the LISTEN connection at once; then the worker row
+    // (on a schema that passed the check); the first claim (wake, below) comes after all of them,
+    // so no notification before it can be missed and the row exists once start() resolves.
     const results = await Promise.allSettled([
       this.lane ? Promise.resolve() : this.checkSchemaVersion(),
       this.openSession(),
       listener.start(),
     ]);
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
-    if (failure) {
+    try {
+      if (failure) throw failure.reason;
+      await this.session?.heartbeat(this.identity, this.fencedWrites, []);
+    } catch (error) {
       // A failed worker stays stopped: no reconnect of a session lost meanwhile either.
       this.stopping = true;
       if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
@@ -322,7 +326,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const session = this.session;
       this.session = null;
       await session?.close();
-      throw failure.reason;
+      throw error;
     }
     const session = this.session as LockSession | null;
     if (session) {
@@ -343,9 +347,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // A lane waits for the others (releaseClaims); a single worker claims from here on.
     if (!this.lane) this.claimsHeld = false;
     this.wake();
-    // The first heartbeat registers the worker row, on the write connection while the first claim
-    // runs on the lock connection. A failure is logged; the next heartbeat writes the row again.
-    void this.heartbeat();
   }
 
   /** Lets a lane claim, once every lane of the process has started; claims what it was woken for. */
