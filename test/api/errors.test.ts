@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { BODY_LIMIT_BYTES } from "../../src/api/app.js";
-import { assertProblem, JSON_HEADERS, useApi } from "./support.js";
+import { assertProblem, JSON_HEADERS, postRawJob, useApi } from "./support.js";
 
 describe("bad requests", () => {
   const api = useApi();
@@ -138,10 +138,7 @@ describe("bad requests", () => {
         Buffer.from(bytes),
         Buffer.from('"}'),
       ]);
-      const problem = assertProblem(
-        await api.app.inject({ method: "POST", url: "/jobs", payload: body, headers: JSON_HEADERS }),
-        400,
-      );
+      const problem = assertProblem(await postRawJob(api.app, body), 400);
       assert.match(problem.detail ?? "", /UTF-8/);
     }
     assert.deepEqual(await api.db.sql("SELECT count(*)::int AS n FROM jobs"), before);
@@ -154,13 +151,7 @@ describe("bad requests", () => {
       ['application/json; charset="UTF-16"', '{"type":"echo"}'],
       ["application/json;charset=utf-32le", '{"type":"echo"}'],
     ] as const) {
-      const res = await api.app.inject({
-        method: "POST",
-        url: "/jobs",
-        payload: body,
-        headers: { "content-type": contentType },
-      });
-      const problem = assertProblem(res, 415);
+      const problem = assertProblem(await postRawJob(api.app, body, contentType), 415);
       assert.match(problem.detail ?? "", /UTF-8/);
     }
   });

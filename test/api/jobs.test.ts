@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { JobResponse } from "../../src/api/schemas.js";
-import { assertProblem, useApi } from "./support.js";
+import { assertProblem, postRawJob, useApi } from "./support.js";
 
 interface JobList {
   jobs: JobResponse[];
@@ -51,12 +51,7 @@ describe("/jobs", () => {
       ["application/json; charset=us-ascii", json],
       ["application/json; charset=ISO-8859-1", json], // every byte is ASCII: it reads the same
     ] as const) {
-      const res = await api.app.inject({
-        method: "POST",
-        url: "/jobs",
-        payload: body,
-        headers: { "content-type": contentType },
-      });
+      const res = await postRawJob(api.app, body, contentType);
       assert.equal(res.statusCode, 201, `${contentType}: ${res.body}`);
       assert.equal(res.json<JobResponse>().payload, 1);
     }

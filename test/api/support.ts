@@ -50,6 +50,16 @@ export function assertProblem(res: LightMyRequestResponse, status: number, field
 /** Headers of a JSON request. */
 export const JSON_HEADERS = { "content-type": "application/json" } as const;
 
+/** POST /jobs with a raw body (bytes or text) under `contentType`, as a client would send it. */
+export function postRawJob(app: FastifyInstance, body: Buffer | string, contentType = "application/json") {
+  return app.inject({
+    method: "POST",
+    url: "/jobs",
+    payload: body,
+    headers: { "content-type": contentType },
+  });
+}
+
 /**
  * Gives the enclosing suite its own schema and app: registers `before`/`after` hooks and returns
  * an object whose `db` and `app` are set once the suite starts (read them inside tests).
