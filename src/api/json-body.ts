@@ -79,11 +79,10 @@ const UTF8_COMPATIBLE = new Set(["utf-8", "utf8", "us-ascii", "ascii"]);
  * and ASCII always; any other charset only when every byte is ASCII (which most charsets share);
  * UTF-16 and UTF-32 never.
  */
-function readableAsUtf8(charset: string | null, body: Buffer | string): boolean {
+function readableAsUtf8(charset: string | null, body: Buffer): boolean {
   if (charset === null || UTF8_COMPATIBLE.has(charset)) return true;
   if (/^utf-?(16|32)/.test(charset)) return false;
-  const bytes = typeof body === "string" ? Buffer.from(body, "utf8") : body;
-  return bytes.every((byte) => byte < 0x80);
+  return body.every((byte) => byte < 0x80);
 }
 
 /**
@@ -97,11 +96,7 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
   app.addContentTypeParser(
     "application/json",
     { parseAs: "buffer" },
-    (
-      request: FastifyRequest,
-      body: string | Buffer,
-      done: (error: Error | null, value?: unknown) => void,
-    ) => {
+    (request: FastifyRequest, body: Buffer, done: (error: Error | null, value?: unknown) => void) => {
       // JSON text is UTF-8 (RFC 8259 §8.1): another declared charset is refused rather than
       // misread, and bytes that are not UTF-8 rather than stored as U+FFFD.
       const charset = declaredCharset(request.headers["content-type"]);
@@ -116,13 +111,13 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
         );
         return;
       }
-      if (typeof body !== "string" && !isUtf8(body)) {
+      if (!isUtf8(body)) {
         done(
           new HttpProblem(400, PROBLEM_TYPES.malformedRequest, "Bad Request", "The body is not valid UTF-8."),
         );
         return;
       }
-      let text = typeof body === "string" ? body : body.toString("utf8");
+      let text = body.toString("utf8");
       // A byte order mark may be ignored (RFC 8259 §8.1); JSON.parse would refuse it.
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
       if (text.trim() === "") {

@@ -145,7 +145,7 @@ async function openConnection(
       `${lockConnectionSettings}; ${lockTableSize}`,
     )) as unknown as pg.QueryResult<{ slots: number }>[];
     const slots = results[results.length - 1]?.rows[0]?.slots;
-    return { connection: new SerialConnection(client), lockTableSlots: slots ?? DEFAULT_LOCK_TABLE_SLOTS };
+    return { connection: new SerialConnection(client), lockTableSlots: slots ?? null };
   } catch (error) {
     await client.end().catch(() => undefined);
     throw error;

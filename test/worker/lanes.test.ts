@@ -143,6 +143,30 @@ it("a stop while the lanes are still starting closes every session and leaves no
   assert.equal((await db.ledger.metrics(30)).activeWorkers, 0, "no worker row left");
 });
 
+it("a worker holds at most an eighth of the server's lock table, whatever prefetch asks for", async () => {
+  await db.sql("DELETE FROM jobs");
+  const [server] = await db.sql<{ slots: number }>(
+    "SELECT current_setting('max_locks_per_transaction')::int * current_setting('max_connections')::int AS slots",
+  );
+  const cap = Math.floor((server?.slots ?? 0) / 8);
+  assert.ok(cap > 0);
+  await db.ledger.addJobIds(
+    Array.from({ length: cap + 200 }, () => ({ type: "slow", payload: { sleep_seconds: 30 } })),
+  );
+  const worker = await startWorker(db, { config: { workerCount: 1, prefetch: 100_000 } });
+  try {
+    const [first] = await waitForEvent<[{ jobs: unknown[] }]>(worker, "job:claimed");
+    assert.equal(first.jobs.length, cap);
+    const rows = await db.sql<{ n: number }>(
+      "SELECT count(*)::int AS n FROM jobs WHERE status IN ('claimed', 'running')",
+    );
+    assert.equal(rows[0]?.n, cap);
+  } finally {
+    await worker.stop(0);
+  }
+  await db.sql("DELETE FROM jobs");
+});
+
 it("never more lanes than jobs to hold: prefetch 2 with four lock sessions runs two lanes", async () => {
   await db.sql("DELETE FROM jobs");
   const worker = await startWorker(db, { config: { lockSessions: 4, workerCount: 4, prefetch: 2 } });
