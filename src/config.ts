@@ -25,7 +25,7 @@ export interface ResolvedConfig {
   /**
    * Jobs one worker process holds at once (running plus claimed and waiting), hence advisory locks
    * held by its lock session. Default: `workerCount`. Capped at start-up to an eighth of the
-   * server's lock table (`max_locks_per_transaction * max_connections`).
+   * server's lock table (`max_locks_per_transaction` × server processes; 976 on a default server).
    */
   prefetch: number | undefined;
   /**

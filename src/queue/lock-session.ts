@@ -78,8 +78,8 @@ export interface WriteOutcome {
 
 /**
  * A batch of outcomes written and committed on the write connection: what the write says, and the
- * batch's unlock, queued on the lock connection as the write returned (so it runs before any later
- * claim); it resolves once the locks are released.
+ * batch's unlock, asked for as the write returned (it runs before any claim asked for later, or
+ * with the claim asked for in the same turn); it resolves once the locks are released.
  */
 export interface Written<T> {
   outcome: T;
@@ -152,17 +152,30 @@ async function openConnection(
   }
 }
 
-/** PostgreSQL's default lock table: max_locks_per_transaction 64 × max_connections 100. */
-const DEFAULT_LOCK_TABLE_SLOTS = 6400;
+/**
+ * PostgreSQL's default lock table (see `lockTableSize`): max_locks_per_transaction 64 × 122 server
+ * processes (100 connections, 3 autovacuum workers and their launcher, 8 worker processes, 10 WAL
+ * senders).
+ */
+const DEFAULT_LOCK_TABLE_SLOTS = 7808;
+
+/** An unlock waiting for the lock connection (see `LockSession.unlock`). */
+interface PendingUnlock {
+  ids: readonly number[];
+  wakeTypes: string | null;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
 
 export class LockSession {
   private readonly lockClass: number;
   private lost = false;
+  private pendingUnlocks: PendingUnlock[] = [];
 
   private constructor(
     /**
-     * Advisory-lock slots of the server's shared lock table (max_locks_per_transaction ×
-     * max_connections), read when the session opened.
+     * Advisory-lock slots of the server's shared lock table (`lockTableSize`), read when the
+     * session opened.
      */
     readonly lockTableSlots: number,
     /** Claims and unlocks: holds every advisory lock of this worker. */
@@ -218,13 +231,58 @@ export class LockSession {
 
   /**
    * Releases the advisory locks of `ids`, whose outcome has committed, then wakes the workers of
-   * `wakeTypes` (comma-separated; null: nobody).
+   * `wakeTypes` (comma-separated; null: nobody). Resolves once they are released.
+   *
+   * The unlock waits for the end of this event-loop turn: a claim asked for meanwhile carries it
+   * (the claim statement unlocks before it locks, see `claimJobs`), which saves a busy worker one
+   * round trip per batch on the lock connection; otherwise it goes out alone. Either way it is
+   * queued on the lock connection before any claim asked for later.
    */
-  private async unlock(ids: readonly number[], wakeTypes: string | null): Promise<void> {
-    await this.locks.query({
-      ...unlockJobs(this.schema),
-      values: [numberArray(ids), this.lockClass, wakeTypes],
+  private unlock(ids: readonly number[], wakeTypes: string | null): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.pendingUnlocks.push({ ids, wakeTypes, resolve, reject });
+      if (this.pendingUnlocks.length === 1) setImmediate(() => this.sendPendingUnlocks());
     });
+  }
+
+  /** Sends the unlocks no claim has taken, as one statement. */
+  private sendPendingUnlocks(): void {
+    const pending = this.takePendingUnlocks();
+    if (!pending) return;
+    pending.settle(
+      this.locks.query({
+        ...unlockJobs(this.schema),
+        values: [numberArray(pending.ids), this.lockClass, pending.wakeTypes],
+      }),
+    );
+  }
+
+  /**
+   * Takes every pending unlock: their ids, the types to wake (distinct, comma-separated, or null),
+   * and `settle`, which resolves or rejects each of them with the statement that carries them.
+   */
+  private takePendingUnlocks(): {
+    ids: number[];
+    wakeTypes: string | null;
+    settle: (statement: Promise<unknown>) => void;
+  } | null {
+    const requests = this.pendingUnlocks;
+    if (requests.length === 0) return null;
+    this.pendingUnlocks = [];
+    const types = new Set(requests.flatMap((r) => (r.wakeTypes === null ? [] : r.wakeTypes.split(","))));
+    return {
+      ids: requests.flatMap((r) => r.ids),
+      wakeTypes: types.size > 0 ? [...types].join(",") : null,
+      settle: (statement) =>
+        void statement.then(
+          () => {
+            for (const r of requests) r.resolve();
+          },
+          (error: unknown) => {
+            for (const r of requests) r.reject(error);
+          },
+        ),
+    };
   }
 
   /** True once the connection failed or ended. */
@@ -232,14 +290,26 @@ export class LockSession {
     return this.lost;
   }
 
-  /** Claims up to `limit` due jobs of `types`, in claim order (priority DESC, run_at, id). */
+  /**
+   * Claims up to `limit` due jobs of `types`, in claim order (priority DESC, run_at, id), after
+   * releasing the locks of every pending unlock (see {@link unlock}).
+   */
   async claim(types: readonly string[], limit: number): Promise<ClaimedJob[]> {
+    const unlocks = this.takePendingUnlocks();
     // The claim names its columns as ClaimedJob's fields (claim.ts): rows are used as they are.
-    const { rows } = await this.locks.query<ClaimedJob & pg.QueryResultRow>({
+    const claimed = this.locks.query<ClaimedJob & pg.QueryResultRow>({
       ...claimJobs(this.schema),
-      values: [types, limit, this.lockClass, this.workerId],
+      values: [
+        types,
+        limit,
+        this.lockClass,
+        this.workerId,
+        numberArray(unlocks?.ids ?? []),
+        unlocks?.wakeTypes ?? null,
+      ],
     });
-    return rows;
+    unlocks?.settle(claimed);
+    return (await claimed).rows;
   }
 
   /** Fenced claimed → running. Returns the ids that moved. */
@@ -254,8 +324,8 @@ export class LockSession {
 
   /**
    * Fenced done. Resolves once the write has committed, with the ids the fence refused (their
-   * claim was lost; nothing changed for them; usually none) and the batch's unlock, queued on the
-   * lock connection at that moment.
+   * claim was lost; nothing changed for them; usually none) and the batch's unlock, asked for at
+   * that moment (see {@link unlock}).
    */
   async writeCompletions(batch: readonly Completion[]): Promise<Written<number[]>> {
     if (batch.length === 0) return { outcome: [], unlocked: Promise.resolve() };

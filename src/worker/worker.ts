@@ -576,7 +576,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /**
    * Writes everything queued, one statement per kind, on the write connection. Each batch's unlock
-   * is queued on the lock connection as its write returns; the next flush does not wait for it.
+   * is asked for as its write returns (the claim sent by the next flush, in the same turn, carries it; see
+   * `LockSession.unlock`); the next flush does not wait for it.
    */
   private async flushOnce(): Promise<void> {
     const session = this.session;

@@ -173,6 +173,73 @@ describe("give-back", () => {
   });
 });
 
+describe("unlocks carried by claims", () => {
+  it("a claim asked for while a written batch waits for its unlock releases that batch, in the same round trip", async () => {
+    const jobs = await db.ledger.addJobs(Array.from({ length: 6 }, () => ({ type: "noop" })));
+    const session = await db.openLockSession("w1");
+    const pid = await session.backendPid();
+    const first = await session.claim(["noop"], 3);
+    const written = await session.writeCompletions(
+      first.map((j) => ({ id: j.id, attempt: j.attempt, resultJson: "null", runMs: 1 })),
+    );
+    // Asked for in the same turn as the write returned: the claim takes the unlock with it.
+    const second = await session.claim(["noop"], 3);
+    const held = (await db.ledger.heldJobLocks()).map((h) => h.jobKey).sort((a, b) => a - b);
+    assert.deepEqual(
+      held,
+      second.map((j) => j.id).sort((a, b) => a - b),
+      "once the claim has returned, the written batch holds no lock and the claimed one does",
+    );
+    await written.unlocked;
+    assert.deepEqual(
+      [...first, ...second].map((j) => j.id).sort((a, b) => a - b),
+      jobs.map((j) => j.id),
+    );
+    const [lockConnection] = await db.sql<{ query: string }>(
+      "SELECT query FROM pg_stat_activity WHERE pid = $1",
+      [pid],
+    );
+    assert.match(
+      lockConnection?.query ?? "",
+      /SKIP LOCKED/,
+      "the claim was the lock connection's last statement",
+    );
+  });
+
+  it("an unlock that no claim takes goes out by itself", async () => {
+    await db.ledger.addJobs([{ type: "noop" }, { type: "noop" }]);
+    const session = await db.openLockSession("w1");
+    const claimed = await session.claim(["noop"], 2);
+    assert.deepEqual(
+      await session.complete(
+        claimed.map((j) => ({ id: j.id, attempt: j.attempt, resultJson: "null", runMs: 1 })),
+      ),
+      [],
+    );
+    assert.deepEqual(await db.ledger.heldJobLocks(), []);
+  });
+
+  it("a retry due at once can be claimed again by the claim that carries its unlock, and holds no lock once done", async () => {
+    const job = await db.ledger.addJob({ type: "noop" });
+    const session = await db.openLockSession("w1");
+    const [claimed] = await session.claim(["noop"], 1);
+    assert.equal(claimed?.id, job.id);
+    const failed = await session.writeFailures([{ id: job.id, attempt: 0, error: "boom", runMs: 1 }], {
+      backoffBaseSeconds: 0,
+      backoffMaxSeconds: 0,
+      backoffJitter: false,
+    });
+    assert.equal(failed.outcome[0]?.status, "pending");
+    const [again] = await session.claim(["noop"], 1);
+    assert.equal(again?.id, job.id, "claimed again by the claim that carried its unlock");
+    assert.equal(again?.attempt, 1);
+    await failed.unlocked;
+    await session.complete([{ id: job.id, attempt: 1, resultJson: "null", runMs: 1 }]);
+    assert.deepEqual(await db.ledger.heldJobLocks(), []);
+    assert.equal((await db.ledger.getJob(job.id))?.status, "done");
+  });
+});
+
 describe("large batches of results", () => {
   it("a completion whose results add up to more than 16 MiB of JSON stores every one", async () => {
     await db.ledger.addJobs(Array.from({ length: 24 }, () => ({ type: "big_result" })));

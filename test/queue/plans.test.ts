@@ -17,6 +17,7 @@ interface PlanNode {
   "Relation Name"?: string;
   "Index Name"?: string;
   "Actual Loops"?: number;
+  "One-Time Filter"?: string;
   Plans?: PlanNode[];
 }
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
@@ -48,11 +49,17 @@ async function plan(text: string, values: unknown[], on = client): Promise<PlanN
 
 it("claim and complete of 500 jobs use indexes and visit each row once", async () => {
   const lockClass = lockClassFor(db.schema);
-  const claim = await plan(claimJobs(db.schema).text, [["noop"], 500, lockClass, "w"]);
+  const claim = await plan(claimJobs(db.schema).text, [["noop"], 500, lockClass, "w", "{}", null]);
   assert.deepEqual(
     claim.filter((n) => n["Node Type"] === "Seq Scan").map((n) => n["Relation Name"]),
     [],
     "claim scans no table sequentially",
+  );
+  // The unlocks a claim carries gate the scan for candidates, so they run before any lock is tried.
+  const gates = claim.filter((n) => n["One-Time Filter"] !== undefined);
+  assert.ok(
+    gates.some((gate) => nodes(gate).some((n) => n["Index Name"] === "jobs_claim_idx")),
+    "the claim index is scanned only once the carried unlocks have run",
   );
   const claimed = await db.sql<{ id: number }>("SELECT id FROM jobs WHERE status = 'claimed' ORDER BY id");
   assert.equal(claimed.length, 500);
@@ -90,7 +97,7 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
     await fresh.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 20000)");
     const claim = await plan(
       claimJobs(fresh.schema).text,
-      [["noop"], 800, lockClassFor(fresh.schema), "w"],
+      [["noop"], 800, lockClassFor(fresh.schema), "w", "{}", null],
       session,
     );
     const jobScans = claim.filter((n) => n["Relation Name"] === "jobs" && n["Node Type"].includes("Scan"));
@@ -122,13 +129,20 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
         "w",
         lockClass,
       ]);
-      await session.query(claimJobs(fresh.schema).text, [["noop"], 800, lockClass, "w"]);
+      await session.query(claimJobs(fresh.schema).text, [["noop"], 800, lockClass, "w", "{}", null]);
     }
     const other = new pg.Client({ connectionString: DATABASE_URL });
     await other.connect();
     try {
       await other.query(lockSessionSettings);
-      await other.query(claimJobs(fresh.schema).text, [["noop"], 800, lockClassFor(fresh.schema), "w2"]);
+      await other.query(claimJobs(fresh.schema).text, [
+        ["noop"],
+        800,
+        lockClassFor(fresh.schema),
+        "w2",
+        "{}",
+        null,
+      ]);
     } finally {
       await other.end();
     }
@@ -163,11 +177,13 @@ it("cached plans built on an empty table still walk the claim index and reach ba
     await writes.query(lockSessionSettings);
     await fresh.sql("ANALYZE jobs"); // statistics of an empty table
     const lockClass = Number(lockClassFor(fresh.schema));
-    await lock.query(`PREPARE claim(text[], int, int4, text) AS ${claimJobs(fresh.schema).text}`);
+    await lock.query(
+      `PREPARE claim(text[], int, int4, text, bigint[], text) AS ${claimJobs(fresh.schema).text}`,
+    );
     await writes.query(
       `PREPARE done(bigint[], int[], jsonb, float8[], text) AS ${writeDone(fresh.schema).text}`,
     );
-    const claim = `EXECUTE claim('{noop}', 800, ${lockClass}, 'w')`;
+    const claim = `EXECUTE claim('{noop}', 800, ${lockClass}, 'w', '{}', NULL)`;
     await lock.query(claim); // the plans are cached now, for a table with no rows
     await writes.query("EXECUTE done('{}', '{}', '[]', '{}', 'w')");
     const explain = async (on: pg.Client, text: string) => {

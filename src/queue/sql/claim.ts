@@ -1,4 +1,5 @@
 import { countStatuses } from "./accounting.js";
+import { unlockSelect } from "./finish.js";
 import { fence, lockKey, type Statement, statement } from "./statement.js";
 
 /**
@@ -10,13 +11,22 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * index scan of the primary key: a join with the CTE lets the planner pick a sequential scan of
  * the whole table, which grows with the history. Claimed jobs leave the pending count.
  * $1 types text[], $2 limit int, $3 lock class int4, $4 worker id text.
+ *
+ * The same statement first releases the advisory locks of batches whose outcome has committed
+ * ($5, as `unlockJobs` in finish.ts does) and wakes the workers of $6, so that a busy worker's lock connection
+ * needs one round trip per batch, not two. The unlock is an InitPlan of the candidates' scan, so it
+ * runs before any lock is tried: the session never holds both the released batch and the claimed
+ * one, and a job released and due again is locked once, not twice.
+ * $5 ids to unlock bigint[] (may be empty), $6 types to wake (comma-separated, or NULL).
  * Returns the claimed jobs in claim order (priority DESC, run_at, id).
  */
 export const claimJobs = (schema: string): Statement =>
   statement(
     schema,
     "claim_jobs",
-    `WITH ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4" })}
+    `WITH unlocked AS MATERIALIZED (
+       ${unlockSelect({ ids: "$5", lockClass: "$3", wakeTypes: "$6" })}
+     ), ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4", after: "(SELECT unlocked FROM unlocked) >= 0" })}
      SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id`,
   );
 
@@ -28,13 +38,20 @@ const CLAIMED_COLUMNS = `id, type, payload, priority, attempt, max_retries AS "m
 
 /**
  * The claim's CTEs (`candidates`, `locked`, `claimed`, `claim_counted`), parameters named by the
- * caller: `types` text[], `limit` int, `lockClass` int4, `workerId` text. `claimed` holds the
+ * caller: `types` text[], `limit` int, `lockClass` int4, `workerId` text; `after`, a condition
+ * without columns that the candidates' scan evaluates once, before its first row. `claimed` holds the
  * claimed rows (id, type, payload, priority, attempt, max_retries and run_at).
  */
-const claimCtes = (p: { types: string; limit: string; lockClass: string; workerId: string }): string =>
+const claimCtes = (p: {
+  types: string;
+  limit: string;
+  lockClass: string;
+  workerId: string;
+  after: string;
+}): string =>
   `candidates AS MATERIALIZED (
        SELECT id FROM $S.jobs
-       WHERE status = 'pending' AND run_at <= now() AND type = ANY(${p.types}::text[])
+       WHERE status = 'pending' AND run_at <= now() AND type = ANY(${p.types}::text[]) AND ${p.after}
        ORDER BY priority DESC, run_at, id
        LIMIT ${p.limit}
        FOR UPDATE SKIP LOCKED

@@ -173,13 +173,16 @@ export const writeReleases = (schema: string): Statement =>
  * released (ids whose lock this session no longer held are not counted).
  */
 export const unlockJobs = (schema: string): Statement =>
-  statement(
-    schema,
-    "unlock_jobs",
-    `SELECT count(*) FILTER (WHERE pg_advisory_unlock(${lockKey("$2", "i.id")}))::int AS unlocked,
-            CASE WHEN $3::text IS NOT NULL THEN $S.wake_workers($3::text) END AS woke
-     FROM unnest($1::bigint[]) AS i(id)`,
-  );
+  statement(schema, "unlock_jobs", unlockSelect({ ids: "$1", lockClass: "$2", wakeTypes: "$3" }));
+
+/**
+ * The unlock's query, parameters named by the caller (`ids` bigint[], `lockClass` int4, `wakeTypes`
+ * text): one row, `unlocked` (locks released) and `woke`. Also the first CTE of a claim.
+ */
+export const unlockSelect = (p: { ids: string; lockClass: string; wakeTypes: string }): string =>
+  `SELECT count(*) FILTER (WHERE pg_advisory_unlock(${lockKey(p.lockClass, "i.id")}))::int AS unlocked,
+            CASE WHEN ${p.wakeTypes}::text IS NOT NULL THEN $S.wake_workers(${p.wakeTypes}::text) END AS woke
+     FROM unnest(${p.ids}::bigint[]) AS i(id)`;
 
 /**
  * The stale reaper (DESIGN.md §6), one statement on any connection: held jobs whose heartbeat is

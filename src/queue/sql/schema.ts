@@ -56,6 +56,19 @@ export const retargetNotifyTriggers = (schema: string, quotedChannel: string): s
 /**
  * Size of the server's shared lock table, which bounds how many advisory locks one session may
  * hold: one row, `slots`. Plain text, sent with a connection's settings in one simple query.
+ *
+ * PostgreSQL sizes the table for `max_locks_per_transaction` locks per server process or prepared
+ * transaction (`NLOCKENTS` in src/backend/storage/lmgr/lock.c), and counts server processes as
+ * `max_connections + autovacuum_max_workers + 1 + max_worker_processes + max_wal_senders`
+ * (`InitializeMaxBackends`, PostgreSQL 12 to 17; later versions count a few more, so this is a
+ * lower bound): 64 × 122 = 7,808 on a default server. A setting a server does not have counts 0.
  */
-export const lockTableSize =
-  "SELECT current_setting('max_locks_per_transaction')::int * current_setting('max_connections')::int AS slots";
+export const lockTableSize = `SELECT current_setting('max_locks_per_transaction')::int * (${[
+  "max_connections",
+  "autovacuum_max_workers",
+  "max_worker_processes",
+  "max_wal_senders",
+  "max_prepared_transactions",
+]
+  .map((name) => `coalesce(current_setting('${name}', true)::int, 0)`)
+  .join(" + ")} + 1) AS slots`;
