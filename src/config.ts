@@ -212,21 +212,32 @@ export function resolveConfig(options: TaskQueueOptions = {}): ResolvedConfig {
   return config;
 }
 
+/** Options only the HTTP API uses: a process without it (worker, migrate, inspect) reads neither. */
+export const API_ONLY_OPTIONS = ["host", "port"] as const satisfies readonly (keyof ResolvedConfig)[];
+
 /**
  * Reads options from environment variables (DATABASE_URL, PORT, WORKER_COUNT, ...), then resolves them.
- * `overrides` (e.g. CLI flags) win over the environment.
+ * `overrides` (e.g. CLI flags) win over the environment. The variables of `unused` options (say,
+ * {@link API_ONLY_OPTIONS} for a worker) are not read: their defaults stand, whatever they hold.
  * @throws {ConfigError} naming the environment variable at fault.
  */
 export function configFromEnv(
   env: NodeJS.ProcessEnv = process.env,
   overrides: TaskQueueOptions = {},
+  unused: readonly (keyof ResolvedConfig)[] = [],
 ): ResolvedConfig {
   const options: Record<string, unknown> = {};
   const given = stripUndefined(overrides);
   for (const [field, rule] of Object.entries(RULES) as [keyof ResolvedConfig, Rule][]) {
     const raw = env[rule.env];
     // A variable that an override replaces is not read: its value, good or bad, is not used.
-    if (raw === undefined || (raw === "" && field === "databaseUrl") || field in given) continue;
+    if (
+      raw === undefined ||
+      (raw === "" && field === "databaseUrl") ||
+      field in given ||
+      unused.includes(field)
+    )
+      continue;
     const value = parseEnv(rule, raw);
     try {
       checkValue(rule.env, rule, value);

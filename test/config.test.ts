@@ -1,7 +1,7 @@
 /** Configuration (DESIGN.md §9): a bad value is refused at start-up, naming the variable. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { configFromEnv, resolveConfig } from "../src/config.js";
+import { API_ONLY_OPTIONS, configFromEnv, resolveConfig } from "../src/config.js";
 import { ConfigError } from "../src/errors.js";
 
 function refused(env: Record<string, string>, field: string): void {
@@ -61,6 +61,12 @@ describe("configuration", () => {
     const config = configFromEnv({ WORKER_COUNT: "abc", PORT: "9000" }, { workerCount: 6 });
     assert.deepEqual([config.workerCount, config.port], [6, 9000]);
     refused({ WORKER_COUNT: "abc" }, "WORKER_COUNT");
+  });
+
+  it("does not read the API's variables for a process without the API, so a bad PORT does not matter", () => {
+    const config = configFromEnv({ PORT: "abc", HOST: "", WORKER_COUNT: "3" }, {}, API_ONLY_OPTIONS);
+    assert.deepEqual([config.port, config.host, config.workerCount], [8000, "127.0.0.1", 3]);
+    refused({ PORT: "abc" }, "PORT");
   });
 
   it("refuses a stale threshold that live workers' heartbeats cannot beat", () => {

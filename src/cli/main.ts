@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
-import { configFromEnv, environmentVariables, type TaskQueueOptions } from "../config.js";
+import { API_ONLY_OPTIONS, configFromEnv, environmentVariables, type TaskQueueOptions } from "../config.js";
 import { migrate } from "../db/migrate.js";
 import { createPool } from "../db/pool.js";
 import { ConfigError } from "../errors.js";
@@ -88,7 +88,7 @@ async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean;
   };
   let config: ReturnType<typeof configFromEnv>;
   try {
-    config = configFromEnv(process.env, overrides);
+    config = configFromEnv(process.env, overrides, roles.api ? [] : API_ONLY_OPTIONS);
   } catch (error) {
     // A bad value that came from a flag is named as the flag the user typed.
     if (!(error instanceof ConfigError)) throw error;
@@ -138,7 +138,7 @@ program
   .command("migrate")
   .description("create or upgrade the schema (needs DATABASE_URL); safe to run concurrently")
   .action(async () => {
-    const config = configFromEnv();
+    const config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
     if (!config.databaseUrl) throw new ConfigError("DATABASE_URL", "is required for migrate");
     const pool = createPool({ connectionString: config.databaseUrl, max: 1 });
     try {
@@ -160,7 +160,7 @@ program
   )
   .option("-w, --watch [seconds]", "redraw every few seconds (default 2) until Ctrl-C")
   .action(async (flags: { watch?: string | boolean }) => {
-    const config = configFromEnv();
+    const config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
     if (!config.databaseUrl) throw new ConfigError("DATABASE_URL", "is required for inspect");
     const seconds = flags.watch === undefined ? null : flags.watch === true ? 2 : Number(flags.watch);
     if (seconds !== null && !(seconds > 0))

@@ -46,7 +46,8 @@ it("smoke exits 1 when the service is not there", async () => {
 
 it("inspect shows depth by status, live workers and dead letters", async () => {
   await db.ledger.addJob({ type: "noop", runAt: "2999-01-01T00:00:00Z" });
-  const { stdout } = await run(process.execPath, [CLI, "inspect"], { env: cliEnv(db) });
+  // PORT belongs to the API: inspect (like migrate and worker) does not read it.
+  const { stdout } = await run(process.execPath, [CLI, "inspect"], { env: cliEnv(db, { PORT: "abc" }) });
   assert.match(stdout, /depth {4}pending 1 /);
   assert.match(stdout, /workers {2}1 live/);
   assert.match(stdout, /recent dead letters/);
