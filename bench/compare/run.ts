@@ -17,7 +17,7 @@ import { processAlive as alive } from "../../src/db/embedded.js";
 import { HelpRequested, parseOptions, type RunOptions, USAGE } from "./cli.js";
 import { Admin, describe, within } from "./harness.js";
 import type { ChildMessage } from "./run-system.js";
-import { figuresTable, notesText, ratioTable } from "./table.js";
+import { evaluateTargets, figuresTable, notesText, ratioTable, targetsTable } from "./table.js";
 import { blankReport, type ResultRow, type SystemName, type SystemReport } from "./types.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url)); // dist/bench/compare
@@ -202,6 +202,7 @@ async function main(): Promise<number> {
   const legend =
     "↑ higher is better, ↓ lower is better. n/a: not applicable to the system; FAILED: failed or timed out " +
     "(see notes); * value by construction, not measured (see notes).";
+  const targets = evaluateTargets(reports);
   const output = [
     "",
     `taskqueue vs peers — ${options.jobs.toLocaleString("en-US")} jobs, node ${process.version}, ` +
@@ -233,6 +234,10 @@ async function main(): Promise<number> {
           ratioTable(reports, "taskqueue-2-sessions"),
         ]
       : []),
+    "",
+    "Targets of the performance issue (ratios within this run; a missed one says by how much):",
+    "",
+    targetsTable(targets),
     "",
     "notes:",
     notesText(reports),
@@ -284,6 +289,7 @@ async function main(): Promise<number> {
       ioredis: packageVersion("ioredis"),
       pg: packageVersion("pg"),
     },
+    targets,
     systems: Object.fromEntries(
       reports.map((r) => [
         r.row.system,

@@ -148,3 +148,146 @@ export function notesText(reports: SystemReport[]): string {
   }
   return lines.join("\n");
 }
+
+/** One target of the performance issue, evaluated on one run. */
+export interface TargetResult {
+  target: string;
+  /** What was measured: a ratio (×) or milliseconds; null when a figure is missing. */
+  measured: number | null;
+  unit: "×" | "ms";
+  /** The bound: at least (ratios) or under (milliseconds). */
+  bound: number;
+  met: boolean | null;
+  /** How far from the bound, as a share of it: positive = margin, negative = missed by. */
+  margin: number | null;
+}
+
+type TargetSpec = {
+  target: string;
+  system: SystemName;
+  column: Column["key"];
+  /** `peer`: ratio to the best peer of the column; `sql-floor`: ratio to it; `value`: the figure. */
+  against: "peer" | "sql-floor" | "value";
+  bound: number;
+};
+
+/** The targets of the performance issue (item 4), as ratios within one run or absolute figures. */
+const TARGETS: TargetSpec[] = [
+  {
+    target: "(a) bulk enqueue, library ≥ 1.5× best peer",
+    system: "taskqueue",
+    column: "enqueue_bulk_per_s",
+    against: "peer",
+    bound: 1.5,
+  },
+  {
+    target: "(a) bulk enqueue, HTTP ≥ 1.5× best peer",
+    system: "taskqueue-http",
+    column: "enqueue_bulk_per_s",
+    against: "peer",
+    bound: 1.5,
+  },
+  {
+    target: "(b) single enqueue, library ≥ 3× best peer",
+    system: "taskqueue",
+    column: "enqueue_single_per_s",
+    against: "peer",
+    bound: 3,
+  },
+  {
+    target: "(b) single enqueue, HTTP ≥ 2× best peer",
+    system: "taskqueue-http",
+    column: "enqueue_single_per_s",
+    against: "peer",
+    bound: 2,
+  },
+  {
+    target: "(c) drain ≥ 1.2× best per-job peer",
+    system: "taskqueue",
+    column: "drain_per_s",
+    against: "peer",
+    bound: 1.2,
+  },
+  {
+    target: "(c) drain ≥ 0.8× sql-floor",
+    system: "taskqueue",
+    column: "drain_per_s",
+    against: "sql-floor",
+    bound: 0.8,
+  },
+  {
+    target: "(d) pickup p50 < 3 ms",
+    system: "taskqueue",
+    column: "pickup_p50_ms",
+    against: "value",
+    bound: 3,
+  },
+  {
+    target: "(d) pickup p99 < 8 ms",
+    system: "taskqueue",
+    column: "pickup_p99_ms",
+    against: "value",
+    bound: 8,
+  },
+  {
+    target: "(e) claim latency, 1M finished ÷ empty ≤ 1.2",
+    system: "taskqueue",
+    column: "claim_latency_ratio_1m",
+    against: "value",
+    bound: 1.2,
+  },
+];
+
+/** Evaluates every target of the performance issue on this run's reports. */
+export function evaluateTargets(reports: SystemReport[]): TargetResult[] {
+  const byName = new Map(reports.map((r) => [r.row.system, r]));
+  return TARGETS.map((spec) => {
+    const column = COLUMNS.find((c) => c.key === spec.column) as Column;
+    const report = byName.get(spec.system);
+    const value = report && !report.missing[spec.column] ? report.row[spec.column] : null;
+    let measured: number | null = null;
+    if (value !== null && spec.against === "value") measured = value;
+    else if (value !== null) {
+      const other =
+        spec.against === "peer"
+          ? (best(byName, column.peers ?? PEERS, column)?.value ?? null)
+          : (() => {
+              const floor = byName.get("sql-floor");
+              return floor && !floor.missing[spec.column] ? floor.row[spec.column] : null;
+            })();
+      measured = other ? value / other : null;
+    }
+    const unit = spec.column.endsWith("_ms") ? "ms" : "×";
+    // Ratios and (e) are "at least"/"at most" bounds; pickup times are "under".
+    const lowerIsBetter = spec.against === "value";
+    const margin =
+      measured === null
+        ? null
+        : lowerIsBetter
+          ? (spec.bound - measured) / spec.bound
+          : (measured - spec.bound) / spec.bound;
+    const met =
+      measured === null
+        ? null
+        : lowerIsBetter
+          ? unit === "ms"
+            ? measured < spec.bound
+            : measured <= spec.bound
+          : measured >= spec.bound;
+    return { target: spec.target, measured, unit, bound: spec.bound, met, margin };
+  });
+}
+
+/** The targets, each met or missed, and by how much. */
+export function targetsTable(results: TargetResult[]): string {
+  const rows = results.map((r) => [
+    r.target,
+    r.measured === null ? "—" : `${number(r.measured, 2)}${r.unit === "ms" ? " ms" : "×"}`,
+    r.met === null
+      ? "not measured in this run"
+      : r.met
+        ? `met (${number(Math.abs(r.margin ?? 0) * 100, 0)} % margin)`
+        : `MISSED by ${number(Math.abs(r.margin ?? 0) * 100, 0)} %`,
+  ]);
+  return render([["target", "measured", "verdict"], ...rows], [false, true, false]);
+}
