@@ -176,7 +176,9 @@ function parseEnv(rule: Rule, raw: string): unknown {
   const text = raw.trim();
   switch (rule.kind) {
     case "number":
-      return /^[+-]?(\d+\.?\d*|\.\d+)$/.test(text) ? Number(text) : Number.NaN;
+      // Plain decimals, as the command line's flags take them: no "+", exponent or hex. A minus
+      // sign is read, so that "-1" is refused by the option's range, naming it.
+      return /^-?(\d+\.?\d*|\.\d+)$/.test(text) ? Number(text) : Number.NaN;
     case "boolean": {
       const lower = text.toLowerCase();
       if (["1", "true", "yes", "on"].includes(lower)) return true;

@@ -48,6 +48,8 @@ describe("configuration", () => {
     refused({ PORT: "8e3" }, "PORT");
     refused({ WORKER_COUNT: "0" }, "WORKER_COUNT");
     refused({ WORKER_COUNT: "2.5" }, "WORKER_COUNT");
+    refused({ WORKER_COUNT: "+2" }, "WORKER_COUNT");
+    refused({ WORKER_COUNT: "-2" }, "WORKER_COUNT");
     refused({ BACKOFF_JITTER: "maybe" }, "BACKOFF_JITTER");
     refused({ LOG_LEVEL: "loud" }, "LOG_LEVEL");
     refused({ TASKQUEUE_SCHEMA: "Bad-Name" }, "TASKQUEUE_SCHEMA");
