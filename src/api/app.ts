@@ -11,6 +11,7 @@ import type { ResolvedConfig } from "../config.js";
 import type { Ledger } from "../queue/ledger.js";
 import { registerJsonBodyParser } from "./json-body.js";
 import { problemFor, registerProblemHandling, sendProblem } from "./problem.js";
+import { registerQueryEncodingCheck } from "./query-encoding.js";
 import { healthRoutes } from "./routes/health.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { metricsRoutes } from "./routes/metrics.js";
@@ -73,6 +74,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.setValidatorCompiler(typeBoxValidatorCompiler);
   // JSON only: any other media type is answered 415 (Fastify also parses text/plain by default).
   registerJsonBodyParser(app);
+  registerQueryEncodingCheck(app);
   registerProblemHandling(app);
 
   await app.register(swagger, {

@@ -143,6 +143,19 @@ describe("bad requests", () => {
     assert.deepEqual(await api.db.sql("SELECT count(*)::int AS n FROM jobs"), before);
   });
 
+  it("answers a query string that is not percent-encoded UTF-8 with 400, naming the parameter", async () => {
+    for (const query of ["type=%FF", "type=%E2%82", "type=%", "status=pending&type=a%ZZb"]) {
+      const problem = assertProblem(await api.app.inject({ method: "GET", url: `/jobs?${query}` }), 400, [
+        "type",
+      ]);
+      assert.match(problem.detail ?? "", /UTF-8/);
+    }
+    assertProblem(await api.app.inject({ method: "GET", url: "/jobs?%FF=1" }), 400, ["%FF"]);
+    // Well-formed encodings still reach the filter: a type with a space, a plus and a euro sign.
+    const listed = await api.app.inject({ method: "GET", url: "/jobs?type=a+b%2B%E2%82%AC" });
+    assert.equal(listed.statusCode, 200);
+  });
+
   it("answers a body in another charset than UTF-8 with 415, unless its bytes read the same", async () => {
     const latin1 = Buffer.from('{"type":"echo","payload":"caf\u00e9"}', "latin1");
     for (const [contentType, body] of [

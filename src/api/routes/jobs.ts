@@ -139,9 +139,14 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         summary: "List jobs",
         description:
           "Jobs newest first, optionally filtered by `status`, `type` and `created_after`, paged with " +
-          "`limit` (1–1000, default 50) and `offset` (default 0). Unknown query parameters are rejected with 422.",
+          "`limit` (1–1000, default 50) and `offset` (default 0). Unknown query parameters are rejected with 422; " +
+          "a parameter whose percent-encoding is not UTF-8 (`type=%FF`) with 400.",
         querystring: ListJobsQuerystring,
-        response: { 200: JobListResponse, 422: invalidInput },
+        response: {
+          200: JobListResponse,
+          400: problemResponse("A query parameter is not valid percent-encoded UTF-8."),
+          422: invalidInput,
+        },
       },
     },
     async (request, reply) => {
