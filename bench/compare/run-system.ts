@@ -96,15 +96,26 @@ class SystemRun {
     }
   }
 
-  /** Deletes every job between phases (bounded). */
+  /**
+   * Deletes every job between phases (bounded). A system's own maintenance can deadlock with the
+   * TRUNCATE (pg-boss's did once), so a failed clear is tried twice more before it is noted: the
+   * next phase would otherwise run on top of the last one's rows.
+   */
   private async clear(): Promise<boolean> {
-    try {
-      await within(this.adapter.clear(), 60_000, "clear");
-      return true;
-    } catch (error) {
-      this.adapter.notes.push(`clear: ${describe(error)}`);
-      return false;
+    let lastError: unknown = null;
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      try {
+        await within(this.adapter.clear(), 60_000, "clear");
+        return true;
+      } catch (error) {
+        lastError = error;
+        await sleep(200 * attempt);
+      }
     }
+    this.adapter.notes.push(
+      `clear failed 3 times; the next phase ran on the rows left: ${describe(lastError)}`,
+    );
+    return false;
   }
 
   /**
