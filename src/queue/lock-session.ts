@@ -163,9 +163,19 @@ const DEFAULT_LOCK_TABLE_SLOTS = 7808;
 interface PendingUnlock {
   ids: readonly number[];
   wakeTypes: string | null;
+  /** Called first when the statement carrying the unlock returns: `error` null once released. */
+  onSettled: ((error: unknown) => void) | undefined;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
+
+/**
+ * Called once a written batch's unlock has run (`unlockError` null) or failed, with what the
+ * write said. It runs before anything else learns of the statement that carried the unlock: before
+ * a claim that carried it hands out its jobs, so a job's outcome is always reported before its next
+ * attempt is claimed.
+ */
+export type OnUnlocked<T> = (outcome: T, unlockError: unknown) => void;
 
 export class LockSession {
   private readonly lockClass: number;
@@ -231,23 +241,38 @@ export class LockSession {
 
   /**
    * Releases the advisory locks of `ids`, whose outcome has committed, then wakes the workers of
-   * `wakeTypes` (comma-separated; null: nobody). Resolves once they are released.
+   * `wakeTypes` (comma-separated; null: nobody). Calls `onSettled` once the statement that carries
+   * the unlock has returned, before resolving.
    *
-   * The unlock waits for the end of this event-loop turn: a claim asked for meanwhile carries it
-   * (the claim statement unlocks before it locks, see `claimJobs`), which saves a busy worker one
-   * round trip per batch on the lock connection; otherwise it goes out alone. Either way it is
-   * queued on the lock connection before any claim asked for later.
+   * The unlock waits for the end of this event-loop turn. A claim asked for meanwhile carries an
+   * unlock that wakes nobody (the claim statement unlocks before it locks, see `claimJobs`), which
+   * saves a busy worker one round trip per batch on the lock connection; an unlock that wakes
+   * workers goes out alone, ahead of that claim, so that its NOTIFY commits whatever the claim
+   * does. Either way it reaches the lock connection before any claim asked for later.
    */
-  private unlock(ids: readonly number[], wakeTypes: string | null): Promise<void> {
+  private unlock(
+    ids: readonly number[],
+    wakeTypes: string | null,
+    onSettled?: (error: unknown) => void,
+  ): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.pendingUnlocks.push({ ids, wakeTypes, resolve, reject });
-      if (this.pendingUnlocks.length === 1) setImmediate(() => this.sendPendingUnlocks());
+      this.pendingUnlocks.push({ ids, wakeTypes, onSettled, resolve, reject });
+      if (this.pendingUnlocks.length === 1) setImmediate(() => this.sendPendingUnlocks(() => true));
     });
   }
 
-  /** Sends the unlocks no claim has taken, as one statement. */
-  private sendPendingUnlocks(): void {
-    const pending = this.takePendingUnlocks();
+  /**
+   * Releases the advisory locks of jobs whose claim this worker lost (the fence refused their
+   * running mark or heartbeat) once their abandoned handlers have returned: nothing is written for
+   * them, and no lock may stay held for a job this session does not own. Resolves once released.
+   */
+  releaseLocks(ids: readonly number[]): Promise<void> {
+    return ids.length === 0 ? Promise.resolve() : this.unlock(ids, null);
+  }
+
+  /** Sends the pending unlocks that `which` selects, as one statement. */
+  private sendPendingUnlocks(which: (request: PendingUnlock) => boolean): void {
+    const pending = this.takePendingUnlocks(which);
     if (!pending) return;
     pending.settle(
       this.locks.query({
@@ -258,29 +283,33 @@ export class LockSession {
   }
 
   /**
-   * Takes every pending unlock: their ids, the types to wake (distinct, comma-separated, or null),
-   * and `settle`, which resolves or rejects each of them with the statement that carries them.
+   * Takes the pending unlocks that `which` selects: their ids, the types to wake (distinct,
+   * comma-separated, or null), and `settle`, which settles each of them with the statement that
+   * carries them (its `onSettled` first).
    */
-  private takePendingUnlocks(): {
+  private takePendingUnlocks(which: (request: PendingUnlock) => boolean): {
     ids: number[];
     wakeTypes: string | null;
     settle: (statement: Promise<unknown>) => void;
   } | null {
-    const requests = this.pendingUnlocks;
+    const requests = this.pendingUnlocks.filter(which);
     if (requests.length === 0) return null;
-    this.pendingUnlocks = [];
+    this.pendingUnlocks = this.pendingUnlocks.filter((r) => !which(r));
     const types = new Set(requests.flatMap((r) => (r.wakeTypes === null ? [] : r.wakeTypes.split(","))));
+    const settleAll = (error: unknown) => {
+      for (const r of requests) r.onSettled?.(error);
+      for (const r of requests) {
+        if (error === null) r.resolve();
+        else r.reject(error);
+      }
+    };
     return {
       ids: requests.flatMap((r) => r.ids),
       wakeTypes: types.size > 0 ? [...types].join(",") : null,
       settle: (statement) =>
         void statement.then(
-          () => {
-            for (const r of requests) r.resolve();
-          },
-          (error: unknown) => {
-            for (const r of requests) r.reject(error);
-          },
+          () => settleAll(null),
+          (error: unknown) => settleAll(error ?? new Error("unlock failed")),
         ),
     };
   }
@@ -292,10 +321,15 @@ export class LockSession {
 
   /**
    * Claims up to `limit` due jobs of `types`, in claim order (priority DESC, run_at, id), after
-   * releasing the locks of every pending unlock (see {@link unlock}).
+   * releasing the locks of every pending unlock (see {@link unlock}): those that wake workers in a
+   * statement of their own, the others in the claim statement itself. Their `onSettled` callbacks
+   * run before this resolves.
+   * A failed claim may have taken advisory locks it never reports: from then on the session counts
+   * as lost ({@link isLost}), and its owner must close it, which releases every lock it held.
    */
   async claim(types: readonly string[], limit: number): Promise<ClaimedJob[]> {
-    const unlocks = this.takePendingUnlocks();
+    this.sendPendingUnlocks((r) => r.wakeTypes !== null);
+    const unlocks = this.takePendingUnlocks(() => true);
     // The claim names its columns as ClaimedJob's fields (claim.ts): rows are used as they are.
     const claimed = this.locks.query<ClaimedJob & pg.QueryResultRow>({
       ...claimJobs(this.schema),
@@ -307,6 +341,10 @@ export class LockSession {
         numberArray(unlocks?.ids ?? []),
         unlocks?.wakeTypes ?? null,
       ],
+    });
+    // Registered before the carried unlocks' callbacks, so that they already see the session lost.
+    claimed.catch(() => {
+      this.lost = true;
     });
     unlocks?.settle(claimed);
     return (await claimed).rows;
@@ -325,9 +363,12 @@ export class LockSession {
   /**
    * Fenced done. Resolves once the write has committed, with the ids the fence refused (their
    * claim was lost; nothing changed for them; usually none) and the batch's unlock, asked for at
-   * that moment (see {@link unlock}).
+   * that moment (see {@link unlock}); `onUnlocked` is called once it has run.
    */
-  async writeCompletions(batch: readonly Completion[]): Promise<Written<number[]>> {
+  async writeCompletions(
+    batch: readonly Completion[],
+    onUnlocked?: OnUnlocked<number[]>,
+  ): Promise<Written<number[]>> {
     if (batch.length === 0) return { outcome: [], unlocked: Promise.resolve() };
     const ids = batch.map((c) => c.id);
     const results = jsonTextArray(batch.map((c) => c.resultJson));
@@ -341,14 +382,20 @@ export class LockSession {
         this.workerId,
       ],
     });
-    return { outcome: refusedIds(rows), unlocked: this.unlock(ids, null) };
+    const outcome = refusedIds(rows);
+    return { outcome, unlocked: this.unlock(ids, null, (error) => onUnlocked?.(outcome, error)) };
   }
 
   /**
    * Fenced failed attempts (retry with backoff, or dead-letter). Resolves once committed, with one
-   * outcome per job, and the unlock, which also wakes the workers of retries already due.
+   * outcome per job, and the unlock, which also wakes the workers of retries already due;
+   * `onUnlocked` is called once it has run.
    */
-  async writeFailures(batch: readonly Failure[], policy: BackoffPolicy): Promise<Written<WriteOutcome[]>> {
+  async writeFailures(
+    batch: readonly Failure[],
+    policy: BackoffPolicy,
+    onUnlocked?: OnUnlocked<WriteOutcome[]>,
+  ): Promise<Written<WriteOutcome[]>> {
     if (batch.length === 0) return { outcome: [], unlocked: Promise.resolve() };
     const ids = batch.map((f) => f.id);
     const { rows } = await this.writes.query<WriteOutcome & { due_types: string | null }>({
@@ -364,24 +411,33 @@ export class LockSession {
         policy.backoffJitter,
       ],
     });
+    const outcome = rows.map(({ due_types: _, ...o }) => o);
     return {
-      outcome: rows.map(({ due_types: _, ...outcome }) => outcome),
-      unlocked: this.unlock(ids, rows[0]?.due_types ?? null),
+      outcome,
+      unlocked: this.unlock(ids, rows[0]?.due_types ?? null, (error) => onUnlocked?.(outcome, error)),
     };
   }
 
   /**
    * Fenced give-back to pending (no attempt counted). Resolves once committed, with the ids the
-   * fence refused, and the unlock, which also wakes the workers of the jobs given back.
+   * fence refused, and the unlock, which also wakes the workers of the jobs given back;
+   * `onUnlocked` is called once it has run.
    */
-  async writeReleases(refs: readonly ClaimRef[]): Promise<Written<number[]>> {
+  async writeReleases(
+    refs: readonly ClaimRef[],
+    onUnlocked?: OnUnlocked<number[]>,
+  ): Promise<Written<number[]>> {
     if (refs.length === 0) return { outcome: [], unlocked: Promise.resolve() };
     const ids = refs.map((r) => r.id);
     const { rows } = await this.writes.query<RefusedRow>({
       ...writeReleases(this.schema),
       values: [numberArray(ids), numberArray(refs.map((r) => r.attempt)), this.workerId],
     });
-    return { outcome: refusedIds(rows), unlocked: this.unlock(ids, rows[0]?.due_types ?? null) };
+    const outcome = refusedIds(rows);
+    return {
+      outcome,
+      unlocked: this.unlock(ids, rows[0]?.due_types ?? null, (error) => onUnlocked?.(outcome, error)),
+    };
   }
 
   /** {@link writeCompletions}, resolving once the batch is also unlocked: the refused ids. */

@@ -23,6 +23,7 @@ import {
   type Completion,
   type Failure,
   LockSession,
+  type OnUnlocked,
   type WorkerIdentity,
   type WriteOutcome,
 } from "../queue/lock-session.js";
@@ -189,6 +190,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private flushing: Promise<void> | null = null;
   /** Written batches whose unlock has not run yet (see afterUnlock). */
   private readonly unlocking = new Set<Promise<void>>();
+  /**
+   * Jobs whose failed attempt or give-back is being written and not yet reported, each with the
+   * report's promise. A claim can take such a job again before its write's answer arrives (the
+   * claim runs on the other connection; the session already holds the lock), so a claim waits for
+   * these reports before it announces or runs the jobs it took: events come in attempt order.
+   */
+  private readonly unreported = new Map<number, Promise<void>>();
   private flushScheduled = false;
   private fencedWrites = 0;
   private started = false;
@@ -443,6 +451,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.claiming = (async () => {
       try {
         const jobs = await session.claim(this.types, free);
+        const reports = new Set(jobs.flatMap((job) => this.unreported.get(job.id) ?? []));
+        if (reports.size > 0) await Promise.all(reports);
         this.emit("poll:claimed", { claimed: jobs.length, requested: free });
         if (jobs.length === free) this.wakeRequested = true;
         if (jobs.length > 0) this.emit("job:claimed", { jobs });
@@ -517,6 +527,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.logger.debug({ jobId: job.id }, "job given back at shutdown finished; its outcome is not written");
     } else if (entry.abandoned || entry.generation !== this.generation) {
       this.fenced(job.id, entry.abandoned || "session lost");
+      // A claim lost while its session lives: nothing is written, but the session still holds the
+      // job's lock, which kept anyone else from running it until this handler returned.
+      if (entry.abandoned === "claim lost" && entry.generation === this.generation && this.session)
+        this.waitForUnlock(this.session.releaseLocks([job.id]));
     } else if (failure === null) {
       const stored = toStorableJson(result, "result");
       if ("json" in stored && jsonBytes(stored.json) > MAX_PAYLOAD_BYTES)
@@ -599,35 +613,51 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // Pipelining: the next claim goes out on the lock connection right as these writes go out
     // on the write connection, so the database claims the next batch while it writes this one,
     // and the handlers of the next batch run while this one is written.
+    const failuresReported = this.trackReports(failed);
+    const releasesReported = this.trackReports(released);
     this.claimLoop();
     try {
       if (toStart.length > 0) {
         const moved = await session.markRunning(toStart);
         for (const s of toStart) if (!moved.has(s.id)) this.claimLost(s.id);
       }
-      const completed = await session.writeCompletions(done);
       const completedBatch = done;
-      done = [];
-      this.afterUnlock(session, completed.unlocked, () =>
-        this.applied(completedBatch, completed.outcome, "complete", (id) =>
-          this.emit("job:completed", { id }),
+      const completed = await session.writeCompletions(
+        completedBatch,
+        this.afterUnlock(session, (refused: number[]) =>
+          this.applied(completedBatch, refused, "complete", (id) => this.emit("job:completed", { id })),
         ),
       );
+      done = [];
+      this.waitForUnlock(completed.unlocked);
       const errors = new Map(failed.map((f) => [f.id, f.error]));
-      const failures = await session.writeFailures(failed, this.config);
-      failed = [];
-      this.afterUnlock(session, failures.unlocked, () =>
-        this.outcomes(failures.outcome, "fail", (o) => {
-          this.emit("job:failed", { id: o.id, error: errors.get(o.id) ?? "", status: o.status ?? "pending" });
-          if (o.status === "pending" && o.retry_in_seconds !== undefined) this.wakeIn(o.retry_in_seconds);
+      const failures = await session.writeFailures(
+        failed,
+        this.config,
+        this.afterUnlock(session, (outcomes: WriteOutcome[]) => {
+          this.outcomes(outcomes, "fail", (o) => {
+            this.emit("job:failed", {
+              id: o.id,
+              error: errors.get(o.id) ?? "",
+              status: o.status ?? "pending",
+            });
+            if (o.status === "pending" && o.retry_in_seconds !== undefined) this.wakeIn(o.retry_in_seconds);
+          });
+          failuresReported();
         }),
       );
-      const releases = await session.writeReleases(released);
+      failed = [];
+      this.waitForUnlock(failures.unlocked);
       const releasedBatch = released;
-      released = [];
-      this.afterUnlock(session, releases.unlocked, () =>
-        this.applied(releasedBatch, releases.outcome, "release", (id) => this.emit("job:released", { id })),
+      const releases = await session.writeReleases(
+        releasedBatch,
+        this.afterUnlock(session, (refused: number[]) => {
+          this.applied(releasedBatch, refused, "release", (id) => this.emit("job:released", { id }));
+          releasesReported();
+        }),
       );
+      released = [];
+      this.waitForUnlock(releases.unlocked);
     } catch (error) {
       if (!session.isLost) {
         this.logger.error({ err: error }, "batched write failed; resetting the lock session");
@@ -635,23 +665,52 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
       // Batches already written are reported through their unlock; the rest were not written.
       for (const item of [...done, ...failed, ...released]) this.fenced(item.id, "write failed");
+      if (failed.length > 0) failuresReported();
+      if (released.length > 0) releasesReported();
     }
   }
 
   /**
-   * Reports a written batch once its unlock has run. If the unlock fails, the session is reset
-   * (which releases the locks); the outcomes were committed either way.
+   * The callback that reports a written batch once its unlock has run (LockSession calls it before
+   * anything else learns of that statement, so a job's outcome is reported before its next attempt
+   * is claimed). If the unlock failed, the session is reset (which releases the locks); the
+   * outcomes were committed either way.
    */
-  private afterUnlock(session: LockSession, unlocked: Promise<void>, report: () => void): void {
+  private afterUnlock<T>(session: LockSession, report: (outcome: T) => void): OnUnlocked<T> {
+    return (outcome, unlockError) => {
+      if (unlockError !== null && !session.isLost) {
+        this.logger.error({ err: unlockError }, "unlock failed; resetting the lock session");
+        this.sessionLost(session, unlockError as Error);
+      }
+      try {
+        report(outcome);
+      } catch (error) {
+        this.logger.error({ err: error }, "a listener of a job event threw");
+      }
+    };
+  }
+
+  /**
+   * Marks `batch` as being written and not yet reported (see `unreported`), before its write goes
+   * out; returns the function that marks it reported (idempotent). An empty batch is reported.
+   */
+  private trackReports(batch: readonly ClaimRef[]): () => void {
+    if (batch.length === 0) return () => undefined;
+    let resolve: () => void = () => undefined;
+    const reported = new Promise<void>((r) => {
+      resolve = r;
+    });
+    for (const { id } of batch) this.unreported.set(id, reported);
+    return () => {
+      for (const { id } of batch) if (this.unreported.get(id) === reported) this.unreported.delete(id);
+      resolve();
+    };
+  }
+
+  /** Lets flushes and stop() wait until `unlocked` (whose report runs first) has settled. */
+  private waitForUnlock(unlocked: Promise<void>): void {
     const settled: Promise<void> = unlocked
-      .catch((error: unknown) => {
-        if (!session.isLost) {
-          this.logger.error({ err: error }, "unlock failed; resetting the lock session");
-          this.sessionLost(session, error as Error);
-        }
-      })
-      .then(report)
-      .catch((error: unknown) => this.logger.error({ err: error }, "a listener of a job event threw"))
+      .catch(() => undefined)
       .finally(() => this.unlocking.delete(settled));
     this.unlocking.add(settled);
   }

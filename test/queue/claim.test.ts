@@ -206,6 +206,29 @@ describe("unlocks carried by claims", () => {
     );
   });
 
+  it("an unlock that wakes workers goes out ahead of the claim, so a failing claim loses neither the unlock nor its NOTIFY", async () => {
+    const job = await db.ledger.addJob({ type: "noop" });
+    const session = await db.openLockSession("w1");
+    assert.equal((await session.claim(["noop"], 1))[0]?.id, job.id);
+    const listener = await db.pool.connect();
+    try {
+      await listener.query(`LISTEN "${db.config.notifyChannel}"`);
+      const woken = new Promise<string | undefined>((resolve) =>
+        listener.once("notification", (m) => resolve(m.payload)),
+      );
+      const released = await session.writeReleases([{ id: job.id, attempt: 0 }]);
+      // A claim asked for in the same turn, which fails (a negative LIMIT).
+      await assert.rejects(session.claim(["noop"], -1));
+      assert.equal(session.isLost, true, "a failed claim loses the session");
+      await released.unlocked;
+      assert.equal(await woken, "noop");
+      assert.deepEqual(await db.ledger.heldJobLocks(), []);
+    } finally {
+      await listener.query("UNLISTEN *");
+      listener.release();
+    }
+  });
+
   it("an unlock that no claim takes goes out by itself", async () => {
     await db.ledger.addJobs([{ type: "noop" }, { type: "noop" }]);
     const session = await db.openLockSession("w1");

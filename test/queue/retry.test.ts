@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { LockSession } from "../../src/queue/lock-session.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
-import { waitForEvent } from "../helpers/events.js";
+import { waitForEvent, waitForEvents } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";
 
 let db: TestDb;
@@ -119,6 +119,44 @@ describe("retry", () => {
       assert.equal(after?.attempt, 2);
       assert.deepEqual(after?.result, { succeeded_on_attempt: 2 });
       assert.equal(after?.errors.length, 2);
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
+describe("event order", () => {
+  it("a failed attempt is reported before its retry is claimed, even with no backoff under load", async () => {
+    const order: string[] = [];
+    const worker = await startWorker(db, {
+      config: { backoffBaseSeconds: 0, backoffMaxSeconds: 0, workerCount: 50, prefetch: 200 },
+      handlers: {
+        "fail-once": async (job) => {
+          if (job.attempt === 0) throw new Error("first attempt fails");
+          return null;
+        },
+      },
+    });
+    worker.on("job:claimed", ({ jobs }) => {
+      for (const j of jobs) order.push(`claimed ${j.id}/${j.attempt}`);
+    });
+    worker.on("job:failed", ({ id }) => order.push(`failed ${id}`));
+    try {
+      const completed = waitForEvents(worker, "job:completed", 1200);
+      const failing = await db.ledger.addJobs(
+        Array.from({ length: 200 }, () => ({ type: "fail-once", priority: 10 })),
+      );
+      await db.ledger.addJobs(Array.from({ length: 1000 }, () => ({ type: "noop" })));
+      const ids = new Set(failing.map((j) => j.id));
+      await completed;
+      for (const id of ids) {
+        const failed = order.indexOf(`failed ${id}`);
+        const retried = order.indexOf(`claimed ${id}/1`);
+        assert.ok(
+          failed >= 0 && retried > failed,
+          `job ${id}: failure reported at ${failed}, retry claimed at ${retried}`,
+        );
+      }
     } finally {
       await worker.stop();
     }

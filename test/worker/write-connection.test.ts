@@ -67,6 +67,50 @@ describe("a lock session's two connections", () => {
     }
   });
 
+  it("a job whose claim was lost while it ran keeps its lock until its handler returns, then releases it unwritten", async () => {
+    const held = gate();
+    const worker = await startWorker(db, { handlers: { held: held.handler } });
+    try {
+      const job = await db.ledger.addJob({ type: "held" });
+      await until(
+        async () => (await db.ledger.getJob(job.id))?.status === "running",
+        20_000,
+        "the job marked running",
+      );
+      // Someone else's write takes the claim away (an operator's UPDATE, say).
+      await db.sql("UPDATE jobs SET worker_id = 'someone-else' WHERE id = $1", [job.id]);
+      // Two heartbeats later, the worker has seen that its heartbeat no longer reaches the job.
+      const beat = async () =>
+        (
+          await db.sql<{ at: string }>("SELECT heartbeat_at::text AS at FROM workers WHERE id = $1", [
+            worker.id,
+          ])
+        )[0]?.at;
+      for (let i = 0; i < 2; i++) {
+        const before = await beat();
+        await until(async () => (await beat()) !== before, 20_000, "a heartbeat");
+      }
+      assert.deepEqual(
+        (await db.ledger.heldJobLocks()).map((l) => l.jobKey),
+        [job.id],
+        "the lock still keeps anyone else from running the job",
+      );
+      const fenced = waitForEvent<[{ id: number; kind: string }]>(
+        worker,
+        "job:fenced",
+        (e) => e.id === job.id,
+      );
+      held.open();
+      assert.equal((await fenced)[0].kind, "claim lost");
+      await until(async () => (await db.ledger.heldJobLocks()).length === 0, 20_000, "the lock released");
+      const row = await db.ledger.getJob(job.id);
+      assert.deepEqual([row?.status, row?.workerId], ["running", "someone-else"], "nothing written");
+    } finally {
+      held.open();
+      await worker.stop();
+    }
+  });
+
   it("a job's advisory lock stays held until its outcome has committed", async () => {
     const held = gate();
     const worker = await startWorker(db, { handlers: { held: held.handler } });
