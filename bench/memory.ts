@@ -11,6 +11,7 @@
  * Uses DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) and a throw-away schema.
  */
 import { parseArgs } from "node:util";
+import { positiveInteger } from "../src/cli/flags.js";
 import { TaskQueue } from "../src/index.js";
 
 const { values } = parseArgs({
@@ -20,7 +21,16 @@ const { values } = parseArgs({
     prefetch: { type: "string", default: "1000" },
   },
 });
-const jobs = Number(values.jobs);
+/** The flags, read as the taskqueue command reads its own; a bad one exits 2 naming it. */
+function flag(name: "jobs" | "concurrency" | "prefetch"): number {
+  try {
+    return positiveInteger(`--${name}`)(values[name]);
+  } catch (error) {
+    console.error(`error: ${(error as Error).message}`);
+    process.exit(2);
+  }
+}
+const jobs = flag("jobs");
 const schema = `bench_memory_${process.pid}`;
 const queue = new TaskQueue({
   databaseUrl: process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test",
@@ -40,8 +50,8 @@ try {
   await queue.migrate();
   queue.register("noop", () => null);
   const worker = await queue.startWorker({
-    workerCount: Number(values.concurrency),
-    prefetch: Number(values.prefetch),
+    workerCount: flag("concurrency"),
+    prefetch: flag("prefetch"),
     runReaper: false,
   });
   let done = 0;

@@ -99,6 +99,9 @@ const seconds = (env: string, def: number, min = 0.001, max = 86_400): NumberRul
 });
 
 /** Every option, its environment variable, range and default (DESIGN.md §6 and §9). */
+/** The most handlers one worker process runs at once (`WORKER_COUNT`). */
+export const MAX_WORKER_COUNT = 10_000;
+
 const RULES: { [K in keyof ResolvedConfig]: Rule } = {
   databaseUrl: { kind: "string", env: "DATABASE_URL", default: undefined },
   schema: {
@@ -117,7 +120,14 @@ const RULES: { [K in keyof ResolvedConfig]: Rule } = {
   },
   host: { kind: "string", env: "HOST", default: "127.0.0.1" },
   port: { kind: "number", env: "PORT", min: 0, max: 65_535, integer: true, default: 8000 },
-  workerCount: { kind: "number", env: "WORKER_COUNT", min: 1, max: 10_000, integer: true, default: 4 },
+  workerCount: {
+    kind: "number",
+    env: "WORKER_COUNT",
+    min: 1,
+    max: MAX_WORKER_COUNT,
+    integer: true,
+    default: 4,
+  },
   prefetch: {
     kind: "number",
     env: "WORKER_PREFETCH",

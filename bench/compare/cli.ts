@@ -3,6 +3,7 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { positiveInteger } from "../../src/cli/flags.js";
 import { SYSTEMS, type SystemName } from "./types.js";
 
 /** bench/results of the repository (this file runs from dist/bench/compare/). */
@@ -46,11 +47,14 @@ export const USAGE = `usage: npm run bench:compare -- [flags]
 environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test),
              REDIS_URL (default redis://127.0.0.1:6379, bullmq-redis only)`;
 
+/** A positive integer flag, read as the taskqueue command's flags are (no `8e3`, `0x10` or `+2`). */
 function positiveInt(flag: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${flag} must be a positive integer, got ${value}`);
-  return n;
+  try {
+    return positiveInteger(`--${flag}`)(value);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}, got ${value}`);
+  }
 }
 
 /** Parses argv (without node and script). @throws {Error} naming the bad flag. */

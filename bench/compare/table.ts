@@ -286,8 +286,8 @@ export function targetsTable(results: TargetResult[]): string {
     r.met === null
       ? "not measured in this run"
       : r.met
-        ? `met (${number(Math.abs(r.margin ?? 0) * 100, 0)} % margin)`
-        : `MISSED by ${number(Math.abs(r.margin ?? 0) * 100, 0)} %`,
+        ? `met (${number(Math.abs(r.margin ?? 0) * 100, 1)} % margin)`
+        : `MISSED by ${number(Math.abs(r.margin ?? 0) * 100, 1)} %`,
   ]);
   return render([["target", "measured", "verdict"], ...rows], [false, true, false]);
 }

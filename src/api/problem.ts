@@ -213,6 +213,11 @@ export function problemFor(error: unknown, request: FastifyRequest): Problem {
             : PROBLEM_TYPES.http;
     let detail = fastifyError.message || title;
     if (status === 415) detail = `${detail}: send the body as application/json.`;
+    // A path that is not percent-encoded UTF-8 (`/jobs/%FF`) fails before routing: name the path.
+    if (fastifyError.code === "FST_ERR_BAD_URL")
+      return make(status, type, title, detail, instance, [
+        { field: "path", message: "is not valid percent-encoded UTF-8" },
+      ]);
     return make(status, type, title, detail, instance);
   }
   return make(

@@ -3,6 +3,8 @@
  * alone would take by accident (`8e3`, `0x10`, `+2`, ` 5`), with a message naming the flag;
  * ranges beyond the sign are checked by the option's own rule (config.ts) where it has one.
  */
+import { accessSync, constants, existsSync, statSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
 
 /** Digits only: no sign, fraction, exponent or hex. */
@@ -10,12 +12,34 @@ const DIGITS = /^[0-9]+$/;
 /** A plain decimal: digits with at most one point, no sign or exponent. */
 const DECIMAL = /^(?:[0-9]+\.?[0-9]*|\.[0-9]+)$/;
 
-/** An integer ≥ 1 (up to 2^53 − 1). */
-export const positiveInteger = (flag: string) => (value: string) => {
-  const n = Number(value);
-  if (!DIGITS.test(value) || !Number.isSafeInteger(n) || n < 1)
-    throw new InvalidArgumentError(`${flag} must be a positive integer`);
-  return n;
+/** An integer ≥ 1, up to `max` (default 2^53 − 1). */
+export const positiveInteger =
+  (flag: string, max = Number.MAX_SAFE_INTEGER) =>
+  (value: string) => {
+    const n = Number(value);
+    if (!DIGITS.test(value) || !Number.isSafeInteger(n) || n < 1)
+      throw new InvalidArgumentError(`${flag} must be a positive integer`);
+    if (n > max) throw new InvalidArgumentError(`${flag} must be at most ${max.toLocaleString("en-US")}`);
+    return n;
+  };
+
+/**
+ * A file to write at the end of a long run: its folder must exist and be writable now, and the path
+ * must not be a folder, so that a typo fails before the run, not after it.
+ */
+export const writableFile = (flag: string) => (value: string) => {
+  const path = resolve(value);
+  try {
+    if (existsSync(path) && statSync(path).isDirectory()) throw new Error("is a folder");
+    accessSync(dirname(path), constants.W_OK);
+  } catch (error) {
+    const reason =
+      (error as NodeJS.ErrnoException).code === "ENOENT"
+        ? "its folder does not exist"
+        : (error as Error).message;
+    throw new InvalidArgumentError(`${flag} ${value}: cannot write there (${reason})`);
+  }
+  return value;
 };
 
 /** An integer ≥ 0 (up to 2^53 − 1). */

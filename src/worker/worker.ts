@@ -451,8 +451,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.claiming = (async () => {
       try {
         const jobs = await session.claim(this.types, free);
-        const reports = new Set(jobs.flatMap((job) => this.unreported.get(job.id) ?? []));
-        if (reports.size > 0) await Promise.all(reports);
+        if (this.unreported.size > 0) {
+          const reports = new Set(jobs.flatMap((job) => this.unreported.get(job.id) ?? []));
+          if (reports.size > 0) await Promise.all(reports);
+        }
         this.emit("poll:claimed", { claimed: jobs.length, requested: free });
         if (jobs.length === free) this.wakeRequested = true;
         if (jobs.length > 0) this.emit("job:claimed", { jobs });

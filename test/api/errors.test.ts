@@ -151,6 +151,7 @@ describe("bad requests", () => {
       assert.match(problem.detail ?? "", /UTF-8/);
     }
     assertProblem(await api.app.inject({ method: "GET", url: "/jobs?%FF=1" }), 400, ["%FF"]);
+    assertProblem(await api.app.inject({ method: "GET", url: "/jobs/%FF" }), 400, ["path"]);
     // Well-formed encodings still reach the filter: a type with a space, a plus and a euro sign.
     const listed = await api.app.inject({ method: "GET", url: "/jobs?type=a+b%2B%E2%82%AC" });
     assert.equal(listed.statusCode, 200);

@@ -65,6 +65,9 @@ it("a bad value is named as the user gave it: the flag, or the environment varia
     [["worker", "--concurrency", "0x10"], {}, /--concurrency must be a positive integer/],
     [["smoke", "--timeout", "abc"], {}, /--timeout must be a positive number/],
     [["bench", "math", "--jobs", "8e3"], {}, /--jobs must be a positive integer/],
+    // Found before the run, not after it.
+    [["bench", "math", "--json", "/no-such-folder/figures.json"], {}, /--json .*cannot write there/],
+    [["bench", "load", "--concurrency", "100000"], {}, /--concurrency must be at most 10,000/],
     [
       ["worker"],
       { WORKER_LOCK_SESSIONS: "40" },

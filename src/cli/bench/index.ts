@@ -1,6 +1,7 @@
 /** `taskqueue bench ...`: benchmarks that print figures (docs/benchmarks.md keeps them). */
 import { type Command, Option } from "commander";
-import { nonNegativeInteger, positiveInteger, positiveNumber } from "../flags.js";
+import { MAX_WORKER_COUNT } from "../../config.js";
+import { nonNegativeInteger, positiveInteger, positiveNumber, writableFile } from "../flags.js";
 import { runLoadBench } from "./load.js";
 import { runMathBench } from "./math.js";
 import { DEFAULT_MATH_SEED, describeMathRanges } from "./payloads.js";
@@ -67,7 +68,7 @@ export function registerBenchCommands(program: Command): void {
     .addOption(
       new Option("--concurrency <n>", "handlers run at once per worker process")
         .default(4)
-        .argParser(positiveInteger("--concurrency")),
+        .argParser(positiveInteger("--concurrency", MAX_WORKER_COUNT)),
     )
     .addOption(
       new Option("--timeout <seconds>", "after the last submission, wait this long for every job to finish")
@@ -84,7 +85,11 @@ export function registerBenchCommands(program: Command): void {
         .default(DEFAULT_MATH_SEED)
         .argParser(nonNegativeInteger("--seed")),
     )
-    .option("--json <file>", "also write the figures (and machine info) as JSON to this file")
+    .addOption(
+      new Option("--json <file>", "also write the figures (and machine info) as JSON to this file").argParser(
+        writableFile("--json"),
+      ),
+    )
     .option("--no-progress", "no progress bars")
     .addHelpText(
       "after",
@@ -126,7 +131,7 @@ ${SYSTEM_HELP}`,
     .addOption(
       new Option("--concurrency <n>", "handlers run at once per worker process")
         .default(50)
-        .argParser(positiveInteger("--concurrency")),
+        .argParser(positiveInteger("--concurrency", MAX_WORKER_COUNT)),
     )
     .addOption(
       new Option("--workers <n>", "worker processes").default(2).argParser(positiveInteger("--workers")),
@@ -157,7 +162,11 @@ ${SYSTEM_HELP}`,
         .default(300)
         .argParser(positiveNumber("--timeout")),
     )
-    .option("--json <file>", "also write the figures (and machine info) as JSON to this file")
+    .addOption(
+      new Option("--json <file>", "also write the figures (and machine info) as JSON to this file").argParser(
+        writableFile("--json"),
+      ),
+    )
     .option("--no-progress", "no progress bars")
     .addHelpText(
       "after",
