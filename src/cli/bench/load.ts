@@ -178,7 +178,10 @@ export function formatLoadReport(
         "Phase 1 — enqueue rate (workers stopped)",
         [`HTTP POST /jobs (${options.httpInFlight} in flight)`, rate(report.enqueue.http)],
         [`TaskQueue.addJob (${LIBRARY_IN_FLIGHT} in flight)`, rate(report.enqueue.addJob)],
-        [`TaskQueue.addJobs (batches of ${LIBRARY_BATCH_SIZE})`, rate(report.enqueue.addJobs)],
+        [
+          `TaskQueue.addJobs (${report.enqueue.addJobs.jobs > LIBRARY_BATCH_SIZE ? `batches of ${LIBRARY_BATCH_SIZE}` : "one batch"})`,
+          rate(report.enqueue.addJobs),
+        ],
       ],
       [
         "Phase 2 — drain (first claimed_at → last completed_at)",
