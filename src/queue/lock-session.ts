@@ -297,7 +297,13 @@ export class LockSession {
     this.pendingUnlocks = this.pendingUnlocks.filter((r) => !which(r));
     const types = new Set(requests.flatMap((r) => (r.wakeTypes === null ? [] : r.wakeTypes.split(","))));
     const settleAll = (error: unknown) => {
-      for (const r of requests) r.onSettled?.(error);
+      for (const r of requests) {
+        try {
+          r.onSettled?.(error);
+        } catch {
+          // A callback's failure is its own: every unlock of the statement still settles.
+        }
+      }
       for (const r of requests) {
         if (error === null) r.resolve();
         else r.reject(error);

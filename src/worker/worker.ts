@@ -70,9 +70,10 @@ export interface WorkerOptions {
   types?: string[];
   /**
    * Internal: this worker is one lane of a worker with several lock sessions (config
-   * `lockSessions`): its id, and the share of the lock table its prefetch is capped to (1/n).
+   * `lockSessions`): its id, the share of the lock table its prefetch is capped to (1/n), and the
+   * `unreported` map its lanes share (a lane may claim again a job another lane has failed).
    */
-  lane?: { id: string; lockTableShare: number };
+  lane?: { id: string; lockTableShare: number; unreported: Map<number, Promise<void>> };
 }
 
 /** Events a worker with several lock sessions passes on from its lanes. */
@@ -193,10 +194,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /**
    * Jobs whose failed attempt or give-back is being written and not yet reported, each with the
    * report's promise. A claim can take such a job again before its write's answer arrives (the
-   * claim runs on the other connection; the session already holds the lock), so a claim waits for
-   * these reports before it announces or runs the jobs it took: events come in attempt order.
+   * claim runs on the other connection; the session already holds the lock; or another lane's
+   * session claims it once the unlock commits), so a claim waits for these reports before it
+   * announces or runs the jobs it took: events come in attempt order. Shared by the lanes.
    */
-  private readonly unreported = new Map<number, Promise<void>>();
+  private readonly unreported: Map<number, Promise<void>>;
   private flushScheduled = false;
   private fencedWrites = 0;
   private started = false;
@@ -228,6 +230,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.prefetch = Math.max(this.config.prefetch ?? this.config.workerCount, 1);
     this.lockTableShare = options.lane?.lockTableShare ?? LOCK_TABLE_SHARE;
     this.lane = options.lane;
+    this.unreported = options.lane?.unreported ?? new Map();
     // Every lane needs a handler slot and a job of the prefetch, or the process would hold more.
     const laneCount = Math.min(this.config.lockSessions, this.config.workerCount, this.prefetch);
     if (!options.lane && laneCount < this.config.lockSessions)
@@ -256,7 +259,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
             },
             runReaper: this.runReaper && i === 0,
             types: this.types,
-            lane: { id: `${this.id}/${i + 1}`, lockTableShare: LOCK_TABLE_SHARE * laneCount },
+            lane: {
+              id: `${this.id}/${i + 1}`,
+              lockTableShare: LOCK_TABLE_SHARE * laneCount,
+              unreported: this.unreported,
+            },
           }),
       );
     }
@@ -626,8 +633,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const completedBatch = done;
       const completed = await session.writeCompletions(
         completedBatch,
-        this.afterUnlock(session, (refused: number[]) =>
-          this.applied(completedBatch, refused, "complete", (id) => this.emit("job:completed", { id })),
+        this.afterUnlock(
+          session,
+          () => undefined,
+          (refused: number[]) =>
+            this.applied(completedBatch, refused, "complete", (id) => this.emit("job:completed", { id })),
         ),
       );
       done = [];
@@ -636,7 +646,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const failures = await session.writeFailures(
         failed,
         this.config,
-        this.afterUnlock(session, (outcomes: WriteOutcome[]) => {
+        this.afterUnlock(session, failuresReported, (outcomes: WriteOutcome[]) => {
           this.outcomes(outcomes, "fail", (o) => {
             this.emit("job:failed", {
               id: o.id,
@@ -645,7 +655,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
             });
             if (o.status === "pending" && o.retry_in_seconds !== undefined) this.wakeIn(o.retry_in_seconds);
           });
-          failuresReported();
         }),
       );
       failed = [];
@@ -653,9 +662,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const releasedBatch = released;
       const releases = await session.writeReleases(
         releasedBatch,
-        this.afterUnlock(session, (refused: number[]) => {
+        this.afterUnlock(session, releasesReported, (refused: number[]) => {
           this.applied(releasedBatch, refused, "release", (id) => this.emit("job:released", { id }));
-          releasesReported();
         }),
       );
       released = [];
@@ -678,16 +686,22 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * is claimed). If the unlock failed, the session is reset (which releases the locks); the
    * outcomes were committed either way.
    */
-  private afterUnlock<T>(session: LockSession, report: (outcome: T) => void): OnUnlocked<T> {
+  private afterUnlock<T>(
+    session: LockSession,
+    reported: () => void,
+    report: (outcome: T) => void,
+  ): OnUnlocked<T> {
     return (outcome, unlockError) => {
-      if (unlockError !== null && !session.isLost) {
-        this.logger.error({ err: unlockError }, "unlock failed; resetting the lock session");
-        this.sessionLost(session, unlockError as Error);
-      }
       try {
+        if (unlockError !== null && !session.isLost) {
+          this.logger.error({ err: unlockError }, "unlock failed; resetting the lock session");
+          this.sessionLost(session, unlockError as Error);
+        }
         report(outcome);
       } catch (error) {
         this.logger.error({ err: error }, "a listener of a job event threw");
+      } finally {
+        reported();
       }
     };
   }

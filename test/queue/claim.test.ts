@@ -229,6 +229,28 @@ describe("unlocks carried by claims", () => {
     }
   });
 
+  it("a callback that throws does not keep the other unlocks of its statement from settling", async () => {
+    const [a, b] = await db.ledger.addJobs([{ type: "noop" }, { type: "noop" }]);
+    const session = await db.openLockSession("w1");
+    assert.equal((await session.claim(["noop"], 2)).length, 2);
+    let secondReported = false;
+    const [first, second] = await Promise.all([
+      session.writeCompletions([{ id: a?.id ?? 0, attempt: 0, resultJson: "null", runMs: 1 }], () => {
+        throw new Error("a callback's own bug");
+      }),
+      session.writeCompletions([{ id: b?.id ?? 0, attempt: 0, resultJson: "null", runMs: 1 }], () => {
+        secondReported = true;
+      }),
+    ]);
+    const settled = await Promise.race([
+      Promise.all([first.unlocked, second.unlocked]).then(() => "settled"),
+      new Promise((resolve) => setTimeout(resolve, 10_000, "timed out").unref()),
+    ]);
+    assert.equal(settled, "settled");
+    assert.equal(secondReported, true);
+    assert.deepEqual(await db.ledger.heldJobLocks(), []);
+  });
+
   it("an unlock that no claim takes goes out by itself", async () => {
     await db.ledger.addJobs([{ type: "noop" }, { type: "noop" }]);
     const session = await db.openLockSession("w1");
