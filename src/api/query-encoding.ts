@@ -20,7 +20,7 @@ function decodeComponent(text: string): string | null {
  * The names (decoded where they can be) of the query parameters of `url` whose name or value is
  * not valid percent-encoded UTF-8 (a lone `%`, `%FF`, a truncated sequence), in order.
  */
-export function badlyEncodedParameters(url: string): string[] {
+function badlyEncodedParameters(url: string): string[] {
   const start = url.indexOf("?");
   if (start < 0) return [];
   const bad: string[] = [];

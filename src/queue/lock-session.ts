@@ -339,14 +339,7 @@ export class LockSession {
     // The claim names its columns as ClaimedJob's fields (claim.ts): rows are used as they are.
     const claimed = this.locks.query<ClaimedJob & pg.QueryResultRow>({
       ...claimJobs(this.schema),
-      values: [
-        types,
-        limit,
-        this.lockClass,
-        this.workerId,
-        numberArray(unlocks?.ids ?? []),
-        unlocks?.wakeTypes ?? null,
-      ],
+      values: [types, limit, this.lockClass, this.workerId, numberArray(unlocks?.ids ?? [])],
     });
     // Registered before the carried unlocks' callbacks, so that they already see the session lost.
     claimed.catch(() => {

@@ -49,7 +49,7 @@ async function plan(text: string, values: unknown[], on = client): Promise<PlanN
 
 it("claim and complete of 500 jobs use indexes and visit each row once", async () => {
   const lockClass = lockClassFor(db.schema);
-  const claim = await plan(claimJobs(db.schema).text, [["noop"], 500, lockClass, "w", "{}", null]);
+  const claim = await plan(claimJobs(db.schema).text, [["noop"], 500, lockClass, "w", "{}"]);
   assert.deepEqual(
     claim.filter((n) => n["Node Type"] === "Seq Scan").map((n) => n["Relation Name"]),
     [],
@@ -97,7 +97,7 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
     await fresh.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 20000)");
     const claim = await plan(
       claimJobs(fresh.schema).text,
-      [["noop"], 800, lockClassFor(fresh.schema), "w", "{}", null],
+      [["noop"], 800, lockClassFor(fresh.schema), "w", "{}"],
       session,
     );
     const jobScans = claim.filter((n) => n["Relation Name"] === "jobs" && n["Node Type"].includes("Scan"));
@@ -129,7 +129,7 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
         "w",
         lockClass,
       ]);
-      await session.query(claimJobs(fresh.schema).text, [["noop"], 800, lockClass, "w", "{}", null]);
+      await session.query(claimJobs(fresh.schema).text, [["noop"], 800, lockClass, "w", "{}"]);
     }
     const other = new pg.Client({ connectionString: DATABASE_URL });
     await other.connect();
@@ -141,7 +141,6 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
         lockClassFor(fresh.schema),
         "w2",
         "{}",
-        null,
       ]);
     } finally {
       await other.end();
@@ -177,13 +176,11 @@ it("cached plans built on an empty table still walk the claim index and reach ba
     await writes.query(lockSessionSettings);
     await fresh.sql("ANALYZE jobs"); // statistics of an empty table
     const lockClass = Number(lockClassFor(fresh.schema));
-    await lock.query(
-      `PREPARE claim(text[], int, int4, text, bigint[], text) AS ${claimJobs(fresh.schema).text}`,
-    );
+    await lock.query(`PREPARE claim(text[], int, int4, text, bigint[]) AS ${claimJobs(fresh.schema).text}`);
     await writes.query(
       `PREPARE done(bigint[], int[], jsonb, float8[], text) AS ${writeDone(fresh.schema).text}`,
     );
-    const claim = `EXECUTE claim('{noop}', 800, ${lockClass}, 'w', '{}', NULL)`;
+    const claim = `EXECUTE claim('{noop}', 800, ${lockClass}, 'w', '{}')`;
     await lock.query(claim); // the plans are cached now, for a table with no rows
     await writes.query("EXECUTE done('{}', '{}', '[]', '{}', 'w')");
     const explain = async (on: pg.Client, text: string) => {

@@ -90,7 +90,7 @@ export class SqlFloorAdapter extends QueueAdapter {
     const { client } = this.db;
     const { rows } = await client.query<{ id: number; attempt: number; payload: BenchPayload }>({
       ...claimJobs(this.schema),
-      values: [["noop"], CLAIM_BATCH, this.lockClass, WORKER_ID, "{}", null],
+      values: [["noop"], CLAIM_BATCH, this.lockClass, WORKER_ID, "{}"],
     });
     if (rows.length === 0) return 0;
     for (const row of rows) sink(row.payload);

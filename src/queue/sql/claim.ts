@@ -13,11 +13,12 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * $1 types text[], $2 limit int, $3 lock class int4, $4 worker id text.
  *
  * The same statement first releases the advisory locks of batches whose outcome has committed
- * ($5, as `unlockJobs` in finish.ts does) and wakes the workers of $6, so that a busy worker's lock connection
- * needs one round trip per batch, not two. The unlock is an InitPlan of the candidates' scan, so it
- * runs before any lock is tried: the session never holds both the released batch and the claimed
- * one, and a job released and due again is locked once, not twice.
- * $5 ids to unlock bigint[] (may be empty), $6 types to wake (comma-separated, or NULL).
+ * ($5, as `unlockJobs` in finish.ts does), so that a busy worker's lock connection needs one round
+ * trip per batch, not two. The unlock is an InitPlan of the candidates' scan, so it runs before any
+ * lock is tried: the session never holds both the released batch and the claimed one. It wakes
+ * nobody: an unlock that must NOTIFY goes out alone (`unlockJobs`), so that a failed claim cannot
+ * roll its NOTIFY back.
+ * $5 ids to unlock bigint[] (may be empty).
  * Returns the claimed jobs in claim order (priority DESC, run_at, id).
  */
 export const claimJobs = (schema: string): Statement =>
@@ -25,7 +26,7 @@ export const claimJobs = (schema: string): Statement =>
     schema,
     "claim_jobs",
     `WITH unlocked AS MATERIALIZED (
-       ${unlockSelect({ ids: "$5", lockClass: "$3", wakeTypes: "$6" })}
+       ${unlockSelect({ ids: "$5", lockClass: "$3", wakeTypes: "NULL" })}
      ), ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4", after: "(SELECT unlocked FROM unlocked) >= 0" })}
      SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id`,
   );
