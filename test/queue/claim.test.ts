@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
+import type { ClaimedJob } from "../../src/queue/lock-session.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 
 let db: TestDb;
@@ -144,6 +145,86 @@ describe("exactly-once claiming", () => {
       claimed.map((j) => j.id).sort((a, b) => a - b),
     );
     assert.ok(held.every((h) => h.pid === pid));
+  });
+});
+
+describe("the claim's row lock and fence", () => {
+  it("a claim skips a pending job whose row another transaction holds, instead of waiting for it", async () => {
+    const busy = await db.ledger.addJob({ type: "noop", priority: 10 });
+    const free = await db.ledger.addJob({ type: "noop", priority: 1 });
+    const session = await db.openLockSession("w1");
+    const pid = await session.backendPid();
+    // Another transaction (an operator's UPDATE, a cancel, a reaper) holds the busy job's row.
+    const other = await db.pool.connect();
+    try {
+      await other.query("BEGIN");
+      await other.query(`SELECT id FROM "${db.schema}".jobs WHERE id = $1 FOR UPDATE`, [busy.id]);
+      // Without FOR UPDATE SKIP LOCKED the claim would pick the busy row, take its advisory lock,
+      // and its UPDATE would wait for the other transaction: watch the lock connection for that.
+      let settled = false;
+      const claim = session.claim(["noop"], 2).finally(() => {
+        settled = true;
+      });
+      const waitedForRowLock = (async () => {
+        while (!settled) {
+          const { rows } = await db.pool.query<{ waiting: boolean }>(
+            "SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = $1",
+            [pid],
+          );
+          if (rows[0]?.waiting) return true;
+        }
+        return false;
+      })();
+      const outcome = waitedForRowLock.then<ClaimedJob[] | "waited">((waited) => (waited ? "waited" : claim));
+      const claimed = await Promise.race([claim, outcome]);
+      assert.ok(claimed !== "waited", "the claim waited for a row another transaction holds");
+      assert.deepEqual(
+        claimed.map((j) => j.id),
+        [free.id],
+        "only the job whose row was free is claimed",
+      );
+    } finally {
+      await other.query("ROLLBACK");
+      other.release();
+    }
+    assert.equal((await db.ledger.getJob(busy.id))?.status, "pending");
+    assert.deepEqual(
+      (await session.claim(["noop"], 2)).map((j) => j.id),
+      [busy.id],
+      "once the row is free, the next claim takes it",
+    );
+  });
+
+  it("the fence refuses a late write for an earlier attempt, even from the worker that holds the job again", async () => {
+    const job = await db.ledger.addJob({ type: "noop" });
+    const session = await db.openLockSession("w1");
+    assert.equal((await session.claim(["noop"], 1))[0]?.attempt, 0);
+    // The job is reaped (its lock let go, its heartbeat stale): a failed attempt, due again at once…
+    await session.releaseLocks([job.id]);
+    await db.sql("UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id = $1", [job.id]);
+    const reaped = await db.ledger.reapStale({
+      staleThresholdSeconds: 60,
+      backoffBaseSeconds: 0,
+      backoffMaxSeconds: 0,
+      backoffJitter: false,
+    });
+    assert.deepEqual(
+      reaped.map((j) => [j.id, j.status, j.attempt]),
+      [[job.id, "pending", 1]],
+    );
+    // …and the same worker claims it again: same worker id, next attempt.
+    const [again] = await session.claim(["noop"], 1);
+    assert.deepEqual([again?.id, again?.attempt], [job.id, 1]);
+    // A late completion of attempt 0 (a handler of the first claim returning now) is refused.
+    assert.deepEqual(await session.complete([{ id: job.id, attempt: 0, resultJson: '"late"', runMs: 1 }]), [
+      job.id,
+    ]);
+    const held = await db.ledger.getJob(job.id);
+    assert.deepEqual([held?.status, held?.attempt, held?.result], ["claimed", 1, null]);
+    // The write of the current attempt goes through.
+    assert.deepEqual(await session.complete([{ id: job.id, attempt: 1, resultJson: '"ok"', runMs: 1 }]), []);
+    const done = await db.ledger.getJob(job.id);
+    assert.deepEqual([done?.status, done?.result], ["done", "ok"]);
   });
 });
 

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { LockSession } from "../../src/queue/lock-session.js";
+import { writeFailures } from "../../src/queue/sql/finish.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent, waitForEvents } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";
@@ -217,22 +218,37 @@ describe("dead-letter", () => {
   it("the move to dead_letter_jobs happens in the same statement as the status change", async () => {
     await db.sql("DELETE FROM jobs WHERE type = 'retry_test'"); // only this job may be claimable
     const job = await db.ledger.addJob({ type: "retry_test", maxRetries: 0 });
-    // Fail inside a transaction we can inspect from another session before commit.
-    const client = await db.pool.connect();
-    try {
-      await db.sql("UPDATE jobs SET run_at = now() WHERE id = $1", [job.id]);
-      const [claimed] = await session.claim(["retry_test"], 1);
-      assert.equal(claimed?.id, job.id);
-      const outcome = await session.fail([{ id: job.id, attempt: 0, error: "fatal", runMs: 1 }], policy);
-      assert.equal(outcome[0]?.status, "dead");
-      const { rows } = await client.query(
-        `SELECT j.status, d.job_id FROM "${db.schema}".jobs j LEFT JOIN "${db.schema}".dead_letter_jobs d ON d.job_id = j.id WHERE j.id = $1`,
+    await db.sql("UPDATE jobs SET run_at = now() WHERE id = $1", [job.id]);
+    const [claimed] = await session.claim(["retry_test"], 1);
+    assert.equal(claimed?.id, job.id);
+    // The worker's failure statement, alone in a transaction: whatever is true right after it, and
+    // before COMMIT, that one statement did.
+    const writer = await db.pool.connect();
+    const observer = await db.pool.connect();
+    const read = (client: typeof writer) =>
+      client.query(
+        `SELECT j.status, d.job_id FROM "${db.schema}".jobs j
+         LEFT JOIN "${db.schema}".dead_letter_jobs d ON d.job_id = j.id WHERE j.id = $1`,
         [job.id],
       );
-      assert.deepEqual(rows, [{ status: "dead", job_id: job.id }]);
+    try {
+      await writer.query("BEGIN");
+      const { rows: outcome } = await writer.query({
+        ...writeFailures(db.schema),
+        values: [`{${job.id}}`, "{0}", ["fatal"], "{1}", "tester", 2, 30, false],
+      });
+      assert.equal(outcome[0]?.status, "dead");
+      assert.deepEqual((await read(writer)).rows, [{ status: "dead", job_id: job.id }]);
+      // Not visible to anyone else before the commit: status and dead-letter row move together.
+      assert.deepEqual((await read(observer)).rows, [{ status: "claimed", job_id: null }]);
+      await writer.query("COMMIT");
+      assert.deepEqual((await read(observer)).rows, [{ status: "dead", job_id: job.id }]);
     } finally {
-      client.release();
+      await writer.query("ROLLBACK").catch(() => undefined);
+      writer.release();
+      observer.release();
     }
+    await session.releaseLocks([job.id]);
   });
 
   it("a failing dead-letter insert rolls back the status change too", async () => {

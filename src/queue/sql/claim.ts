@@ -9,7 +9,10 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
  * applied before any lock is tried. The update finds its rows through `id = ANY(ARRAY(...))`, an
  * index scan of the primary key: a join with the CTE lets the planner pick a sequential scan of
- * the whole table, which grows with the history. Claimed jobs leave the pending count.
+ * the whole table, which grows with the history. The update checks `status = 'pending'` again:
+ * the row lock taken by the candidates' scan already keeps the row pending until commit, so this
+ * only matters if that lock is ever lost in a rewrite (test/queue/claim.test.ts, "a claim skips
+ * a pending job whose row another transaction holds"). Claimed jobs leave the pending count.
  * $1 types text[], $2 limit int, $3 lock class int4, $4 worker id text.
  *
  * The same statement first releases the advisory locks of batches whose outcome has committed
@@ -61,7 +64,7 @@ const claimCtes = (p: {
      ), claimed AS (
        UPDATE $S.jobs AS j
        SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = ${p.workerId}
-       WHERE j.id = ANY(ARRAY(SELECT id FROM locked))
+       WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.status = 'pending'
        RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at
      ), claim_counted AS (
        ${countStatuses("SELECT 'pending'::text, -count(*) FROM claimed")}
