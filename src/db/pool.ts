@@ -4,9 +4,7 @@
  * advisory locks and LISTEN belong to the session that took them (DESIGN.md §5).
  */
 import pg from "pg";
-
-// int8 (bigint) as a JS number: job ids and counts stay far below 2^53.
-pg.types.setTypeParser(20, (value: string) => Number.parseInt(value, 10));
+import { TASKQUEUE_TYPES } from "./types.js";
 
 /** A client that can run queries: a pooled client, a dedicated client, or the pool itself. */
 export type Queryable = Pick<pg.ClientBase, "query">;
@@ -18,12 +16,17 @@ export interface ConnectionOptions {
   applicationName?: string;
 }
 
-/** Creates the shared pool. Idle errors (server restart) are logged by the owner, never thrown. */
+/**
+ * Creates the shared pool, reading int8 as numbers (./types.ts) on its connections only. Idle
+ * errors (server restart) are logged by the owner, never thrown.
+ */
 export function createPool(options: ConnectionOptions & { max?: number }): pg.Pool {
   return new pg.Pool({
     connectionString: options.connectionString,
     application_name: options.applicationName ?? "taskqueue",
     max: options.max ?? 10,
+    // Also for the plain-text queries sent on taskqueue's own connections (see ./types.ts).
+    types: TASKQUEUE_TYPES,
   });
 }
 
@@ -32,6 +35,7 @@ export async function connectSession(options: ConnectionOptions): Promise<pg.Cli
   const client = new pg.Client({
     connectionString: options.connectionString,
     application_name: options.applicationName ?? "taskqueue",
+    types: TASKQUEUE_TYPES,
   });
   await client.connect();
   return client;

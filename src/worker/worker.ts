@@ -12,7 +12,6 @@ import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import type { ResolvedConfig } from "../config.js";
-import { latestSchemaVersion } from "../db/migrate.js";
 import { reconnectDelayMs } from "../db/pool.js";
 import { SchemaVersionError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -27,6 +26,7 @@ import {
   type WorkerIdentity,
   type WriteOutcome,
 } from "../queue/lock-session.js";
+import { latestSchemaVersion } from "../queue/migrate.js";
 import type { Job } from "../queue/types.js";
 import { jsonBytes, MAX_PAYLOAD_BYTES, toStorableJson } from "../queue/validate.js";
 import { NotifyListener } from "./listener.js";

@@ -1,6 +1,7 @@
 /**
- * `taskqueue bench math` and `taskqueue bench load` end to end: the real CLI with its worker
- * processes against the test server, small runs, figures read back from the --json file.
+ * `npm run bench:math` and `npm run bench:load` end to end: their compiled entry points (what the
+ * npm scripts run) with `taskqueue worker` processes against the test server, small runs, figures
+ * read back from the --json file. And the `taskqueue` CLI of the package has no `bench` command.
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -26,9 +27,20 @@ after(async () => {
   await pool.end();
 });
 
-/** Runs the CLI to completion; resolves with its exit code and output. */
+/** The entry point `npm run bench:<name>` runs, compiled by `npm run build:bench` (as `npm test` does). */
+const BENCH_MAIN: Record<string, string> = {
+  math: "dist/bench/math/main.js",
+  load: "dist/bench/load/main.js",
+};
+
+/**
+ * Runs a command to completion; resolves with its exit code and output. `["bench", name, ...flags]`
+ * runs the benchmark `name` as its npm script does; anything else runs the `taskqueue` CLI.
+ */
 function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  const main = args[0] === "bench" && args[1] ? BENCH_MAIN[args[1]] : undefined;
+  const command = main ? [main, ...args.slice(2)] : [CLI, ...args];
+  const child = spawn(process.execPath, command, {
     env: { ...process.env, DATABASE_URL },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -136,4 +148,21 @@ test("bench load: 300 jobs, positive enqueue, drain and pickup figures", { timeo
     record.pickup.latencyMs.p50Ms >= 0 && record.pickup.latencyMs.maxMs >= record.pickup.latencyMs.p99Ms,
   );
   assert.equal(await schemaExists(record.schema), false);
+});
+
+test("the taskqueue CLI has no bench command; the bench scripts show their own help", async () => {
+  const bench = await runCli(["bench"]);
+  assert.equal(bench.code, 2, `stdout: ${bench.stdout}\nstderr: ${bench.stderr}`);
+  assert.match(bench.stderr, /unknown command .bench./);
+  const help = await runCli(["--help"]);
+  assert.equal(help.code, 0);
+  assert.doesNotMatch(help.stdout, /\bbench\b/);
+  for (const name of ["math", "load"]) {
+    const run = await runCli(["bench", name, "--help"]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, new RegExp(`Usage: npm run bench:${name} -- \\[options\\]`));
+    assert.match(run.stdout, /--jobs <n>/);
+  }
+  const bad = await runCli(["bench", "math", "--jobs", "0"]);
+  assert.equal(bad.code, 2, bad.stderr);
 });

@@ -4,11 +4,11 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { formatMathReport, mathFigures, verifyResults } from "../../src/cli/bench/math.js";
-import { mathJobs } from "../../src/cli/bench/payloads.js";
-import type { MachineInfo } from "../../src/cli/bench/system.js";
-import { expectedResult } from "../../src/cli/bench/verify.js";
-import type { JobTiming } from "../../src/queue/bench-reads.js";
+import { formatMathReport, mathFigures, verifyResults } from "../../bench/math/math.js";
+import { mathJobs } from "../../bench/math/payloads.js";
+import { expectedResult } from "../../bench/math/verify.js";
+import type { JobTiming } from "../../bench/shared/reads.js";
+import type { MachineInfo } from "../../bench/shared/system.js";
 
 const machine: MachineInfo = {
   node: process.version,

@@ -1,14 +1,12 @@
 /**
- * The math benchmark's independent verifiers (src/cli/bench/verify.ts) against the handlers they
+ * The math benchmark's independent verifiers (bench/math/verify.ts) against the handlers they
  * check (src/worker/handlers/math.ts): known values, edge cases, and random inputs across the
  * benchmark's documented ranges. The handlers are imported here only, never by the benchmark.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import { KNOWN_PRIMES, MATH_RANGES, mathJobs, nextPrime, Prng } from "../../src/cli/bench/payloads.js";
-import { percentile, summarizeMs } from "../../src/cli/bench/stats.js";
-import { renderTable } from "../../src/cli/bench/table.js";
+import { KNOWN_PRIMES, MATH_RANGES, mathJobs, nextPrime, Prng } from "../../bench/math/payloads.js";
 import {
   expectedCollatz,
   expectedIsPrime,
@@ -17,7 +15,9 @@ import {
   integerSqrt,
   isPrimeMillerRabin,
   smallestPrimeFactor,
-} from "../../src/cli/bench/verify.js";
+} from "../../bench/math/verify.js";
+import { percentile, summarizeMs } from "../../bench/shared/stats.js";
+import { renderTable } from "../../bench/shared/table.js";
 import { collatz, isPrime, sha256Chain } from "../../src/worker/handlers/math.js";
 
 const ABC_DIGEST = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";

@@ -74,9 +74,12 @@ it("a bad value is named as the user gave it: the flag, or the environment varia
       /configuration error: WORKER_LOCK_SESSIONS: must be between 1 and 16/,
     ],
   ];
+  // The benchmarks left the CLI: `bench <name>` runs the entry point of `npm run bench:<name>`.
+  const command = (args: string[]) =>
+    args[0] === "bench" ? [`dist/bench/${args[1]}/main.js`, ...args.slice(2)] : [CLI, ...args];
   for (const [args, env, message] of cases)
     await assert.rejects(
-      run(process.execPath, [CLI, ...args], { env: { ...cliEnv(db), ...env } }),
+      run(process.execPath, command(args), { env: { ...cliEnv(db), ...env } }),
       (error: { code?: number; stderr?: string }) => {
         assert.equal(error.code, 2, args.join(" "));
         assert.match(error.stderr ?? "", message);

@@ -2,9 +2,9 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, describe, it } from "node:test";
-import { latestSchemaVersion, migrate } from "../../src/db/migrate.js";
 import { createPool } from "../../src/db/pool.js";
 import { Ledger } from "../../src/queue/ledger.js";
+import { latestSchemaVersion, migrate } from "../../src/queue/migrate.js";
 import { DATABASE_URL } from "../helpers/db.js";
 
 const pool = createPool({ connectionString: DATABASE_URL, max: 12 });

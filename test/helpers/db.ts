@@ -5,10 +5,10 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "../../src/config.js";
-import { migrate } from "../../src/db/migrate.js";
 import { createPool } from "../../src/db/pool.js";
 import { Ledger } from "../../src/queue/ledger.js";
 import { LockSession } from "../../src/queue/lock-session.js";
+import { migrate } from "../../src/queue/migrate.js";
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 

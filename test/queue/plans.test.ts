@@ -6,9 +6,10 @@
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 import pg from "pg";
+import { completeJobs } from "../../bench/compare/adapters/sql-floor-complete.js";
 import { lockClassFor } from "../../src/queue/lock-class.js";
 import { claimJobs, lockConnectionSettings, lockSessionSettings } from "../../src/queue/sql/claim.js";
-import { completeJobs, writeDone } from "../../src/queue/sql/finish.js";
+import { writeDone } from "../../src/queue/sql/finish.js";
 import { jsonTextArray, numberArray } from "../../src/queue/sql/params.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
 

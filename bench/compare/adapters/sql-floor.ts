@@ -1,6 +1,7 @@
 /**
  * sql-floor: the least SQL a job needs on taskqueue's own schema (migrated with our migrate()), with
- * taskqueue's own statements imported from dist/src/queue/sql (never copied): drain is one plain
+ * taskqueue's own statements imported from dist/src/queue/sql (never copied; completeJobs extends
+ * writeDone in ./sql-floor-complete.ts): drain is one plain
  * `pg` client looping { claimJobs LIMIT 1000 (SKIP LOCKED + pg_try_advisory_lock), completeJobs
  * (done + unlock) } until every job is done, under the planner settings of a lock session
  * (`lockSessionSettings`). Pickup: the same client LISTENs on the schema's channel and runs that
@@ -8,15 +9,15 @@
  * (taskqueue's pool size), without the library's validation and row mapping.
  */
 import pg from "pg";
-import { migrate } from "../../../src/db/migrate.js";
 import { lockClassFor } from "../../../src/queue/lock-class.js";
+import { migrate } from "../../../src/queue/migrate.js";
 import { claimJobs, lockSessionSettings } from "../../../src/queue/sql/claim.js";
 import { enqueueJob, enqueueJobs } from "../../../src/queue/sql/enqueue.js";
-import { completeJobs } from "../../../src/queue/sql/finish.js";
 import { jsonTextArray, numberArray } from "../../../src/queue/sql/params.js";
 import { QueueAdapter, type StopWorkers } from "../base.js";
 import { PhaseAborted, quoteIdent, sleep } from "../harness.js";
 import type { BenchContext, BenchPayload, JobSink } from "../types.js";
+import { completeJobs } from "./sql-floor-complete.js";
 import { seedDoneSql, truncateSql } from "./taskqueue.js";
 
 const CLAIM_BATCH = 1000;

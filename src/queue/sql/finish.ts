@@ -74,22 +74,6 @@ export const writeDone = (schema: string, results: JsonArrayType = "jsonb"): Sta
   );
 
 /**
- * The one-connection form of a completion: {@link writeDone} and the unlock in one statement.
- * The worker does not use it (it writes and unlocks on two connections); the `sql-floor` row of
- * bench:compare does, as the least SQL a batch needs from one client.
- * $1–$5 as writeDone, $6 lock class. Returns `refused_ids` and `unlocked`.
- */
-export const completeJobs = (schema: string): Statement =>
-  statement(
-    schema,
-    "complete_jobs",
-    `WITH ${completionCtes({ workerId: "$5", results: "jsonb" })}
-     SELECT coalesce(array_agg(i.id) FILTER (WHERE done.id IS NULL), '{}') AS refused_ids,
-            count(pg_advisory_unlock(${lockKey("$6", "i.id")}))::int AS unlocked
-     FROM i LEFT JOIN done ON done.id = i.id`,
-  );
-
-/**
  * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`, `done_bins`): $1 ids, $2 attempts,
  * $3 results (one JSON array, read as `results`), $4 run times (ms), fenced on `workerId`.
  * Execution seconds come from `date_part` (float8), not `extract` (numeric, several times slower).

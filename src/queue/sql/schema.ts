@@ -1,7 +1,7 @@
 import { lockKey, type Statement, statement } from "./statement.js";
 
 /**
- * Statements of the migration runner (src/db/migrate.ts). The runner holds a transaction-level
+ * Statements of the migration runner (src/queue/migrate.ts). The runner holds a transaction-level
  * advisory lock on (lock class, -1) for the whole run; job ids map to objids >= 0, so it never
  * meets a job's lock.
  */

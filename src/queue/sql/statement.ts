@@ -1,4 +1,6 @@
 import { createHash } from "node:crypto";
+import type pg from "pg";
+import { TASKQUEUE_TYPES } from "../../db/types.js";
 
 /**
  * A named SQL statement. `name` doubles as the prepared-statement name and includes a tag of the schema,
@@ -8,6 +10,13 @@ import { createHash } from "node:crypto";
 export interface Statement {
   readonly name: string;
   readonly text: string;
+  /**
+   * How the result's columns are parsed (node-postgres per-query `types`): int8 and int8[] as
+   * numbers, so that taskqueue's queries read numbers on any client, a host application's included,
+   * without a global type parser (src/db/types.ts). Set by {@link statement}; a hand-written
+   * statement that returns no int8 may leave it out.
+   */
+  readonly types?: pg.CustomTypesConfig;
 }
 
 /** Quotes an SQL identifier (doubling embedded quotes). The config already restricts the characters. */
@@ -38,12 +47,14 @@ function schemaTag(schema: string): string {
 
 /**
  * Builds a statement for `schema`: `$S` in `text` becomes the quoted schema identifier; the name
- * is `taskqueue_<name>_<schema tag>`, well under PostgreSQL's 63-byte limit.
+ * is `taskqueue_<name>_<schema tag>`, well under PostgreSQL's 63-byte limit; `types` reads int8 as
+ * numbers (see {@link Statement.types}).
  */
 export function statement(schema: string, name: string, text: string): Statement {
   return {
     name: `taskqueue_${name}_${schemaTag(schema)}`,
     text: text.replaceAll("$S", quoteIdentifier(schema)),
+    types: TASKQUEUE_TYPES,
   };
 }
 

@@ -1,6 +1,6 @@
 /** Waiting for the system under test, by polling the database (the jobs run in other processes). */
 import { setTimeout as sleep } from "node:timers/promises";
-import type { TaskQueue } from "../../index.js";
+import type { TaskQueue } from "../../src/index.js";
 import type { Progress } from "./progress.js";
 
 /** How often the benchmarks re-read job counts while waiting, milliseconds. */

@@ -6,8 +6,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-/** The compiled CLI entry point next to this module (dist/src/cli/main.js). */
-export const CLI_MAIN_PATH = fileURLToPath(new URL("../main.js", import.meta.url));
+/** The compiled CLI entry point (dist/src/cli/main.js, from dist/bench/shared/). */
+export const CLI_MAIN_PATH = fileURLToPath(new URL("../../src/cli/main.js", import.meta.url));
 
 /** Options of {@link startWorkerProcesses}. */
 export interface WorkerProcessOptions {

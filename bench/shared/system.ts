@@ -1,16 +1,16 @@
 /**
- * The system under test of `taskqueue bench ...`: a PostgreSQL (DATABASE_URL, or an embedded one
- * with throw-away data), a fresh schema and NOTIFY channel per run (dropped at the end), the HTTP
- * API in this process on a free port, and worker processes on demand. Built from the same
- * {@link startService} the `taskqueue start`/`api` commands run.
+ * The system under test of `npm run bench:math` and `npm run bench:load`: a PostgreSQL
+ * (DATABASE_URL, or an embedded one with throw-away data), a fresh schema and NOTIFY channel per run
+ * (dropped at the end), the HTTP API in this process on a free port, and worker processes on demand.
+ * Built from the same {@link startService} the `taskqueue start`/`api` commands run.
  */
 import { randomBytes } from "node:crypto";
 import { availableParallelism, cpus, totalmem } from "node:os";
-import { configFromEnv } from "../../config.js";
-import { type EmbeddedDatabase, startEmbeddedPostgres } from "../../db/embedded.js";
-import type { TaskQueue } from "../../index.js";
-import { dropBenchSchema, postgresServerVersion } from "../../queue/bench-reads.js";
-import { type RunningService, startService } from "../service.js";
+import { type RunningService, startService } from "../../src/cli/service.js";
+import { configFromEnv } from "../../src/config.js";
+import { type EmbeddedDatabase, startEmbeddedPostgres } from "../../src/db/embedded.js";
+import type { TaskQueue } from "../../src/index.js";
+import { dropBenchSchema, postgresServerVersion } from "./reads.js";
 import { startWorkerProcesses, type WorkerProcesses, type WorkerProcessOptions } from "./worker-processes.js";
 
 /** Where the embedded server of the benchmarks keeps its (deleted at stop) data. */

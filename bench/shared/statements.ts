@@ -1,8 +1,8 @@
-import { type Statement, statement } from "./statement.js";
+import { type Statement, statement } from "../../src/queue/sql/statement.js";
 
 /**
- * Statements of the benchmarks (`taskqueue bench`, src/cli/bench). They run against a throw-away
- * schema that the benchmark creates and drops, never against a production schema.
+ * Statements of the benchmarks (`npm run bench:math`, `npm run bench:load`). They run against a
+ * throw-away schema that the benchmark creates and drops, never against a production schema.
  */
 
 /**

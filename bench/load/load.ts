@@ -1,5 +1,5 @@
 /**
- * `taskqueue bench load`: noop throughput and latency, like the seed's load.py, in three phases.
+ * `npm run bench:load`: noop throughput and latency, like the seed's load.py, in three phases.
  *
  * 1. Enqueue rate, with no worker running: N/2 jobs over HTTP POST /jobs, N/4 with
  *    `TaskQueue.addJob` (50 in flight), N/4 with `TaskQueue.addJobs` in batches of 1,000. Every
@@ -10,15 +10,15 @@
  */
 import { writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type JobTiming, makeDelayedJobsDue, readJobTimings } from "../../queue/bench-reads.js";
-import type { Job } from "../../queue/types.js";
-import { runPool } from "./concurrency.js";
-import { HttpJsonClient } from "./http.js";
-import { startProgress } from "./progress.js";
-import { extent, fixed, type LatencySummaryMs, round, summarizeMs } from "./stats.js";
-import { type BenchSystem, type MachineInfo, withBenchSystem } from "./system.js";
-import { renderTable } from "./table.js";
-import { waitForFinalJobs } from "./wait.js";
+import type { Job } from "../../src/queue/types.js";
+import { runPool } from "../shared/concurrency.js";
+import { HttpJsonClient } from "../shared/http.js";
+import { startProgress } from "../shared/progress.js";
+import { type JobTiming, makeDelayedJobsDue, readJobTimings } from "../shared/reads.js";
+import { extent, fixed, type LatencySummaryMs, round, summarizeMs } from "../shared/stats.js";
+import { type BenchSystem, type MachineInfo, withBenchSystem } from "../shared/system.js";
+import { renderTable } from "../shared/table.js";
+import { waitForFinalJobs } from "../shared/wait.js";
 
 /** Options of {@link runLoadBench} (the command's flags). */
 export interface LoadBenchOptions {

@@ -1,6 +1,6 @@
 /**
- * Independent re-derivation of the math handlers' results (DESIGN.md §7), for `taskqueue bench
- * math`. Nothing here may import src/worker/handlers: every result is recomputed by a different
+ * Independent re-derivation of the math handlers' results (DESIGN.md §7), for `npm run
+ * bench:math`. Nothing here may import src/worker/handlers: every result is recomputed by a different
  * algorithm or a different implementation, so that a bug in a handler cannot hide itself.
  *
  * - `is_prime`: the handler does trial division. Here primality is deterministic Miller–Rabin over
@@ -12,7 +12,7 @@
  * - `sha256_chain`: the handler uses node:crypto `createHash`. Here WebCrypto
  *   (`crypto.subtle.digest`) chains the raw digests, and hex is encoded by hand.
  */
-import type { JsonValue } from "../../queue/types.js";
+import type { JsonValue } from "../../src/queue/types.js";
 
 /** The three verifiable job types. */
 export const MATH_TYPES = ["is_prime", "collatz", "sha256_chain"] as const;

@@ -1,22 +1,22 @@
 /**
- * `taskqueue bench math`: the seed's verified benchmark. Submits is_prime, collatz and sha256_chain
+ * `npm run bench:math`: the seed's verified benchmark. Submits is_prime, collatz and sha256_chain
  * jobs over HTTP, waits for every one to finish, re-derives every result with independent code
  * (./verify.ts) and prints throughput, latency and the count of correct, incorrect and missing
  * results. Exit code 1 on any incorrect or missing result.
  */
 import { writeFile } from "node:fs/promises";
 import { isDeepStrictEqual } from "node:util";
-import { type JobTiming, readJobTimings } from "../../queue/bench-reads.js";
-import type { JsonValue } from "../../queue/types.js";
-import { runPool } from "./concurrency.js";
-import { HttpJsonClient } from "./http.js";
+import type { JsonValue } from "../../src/queue/types.js";
+import { runPool } from "../shared/concurrency.js";
+import { HttpJsonClient } from "../shared/http.js";
+import { startProgress } from "../shared/progress.js";
+import { type JobTiming, readJobTimings } from "../shared/reads.js";
+import { extent, fixed, type LatencySummaryMs, round, summarizeMs } from "../shared/stats.js";
+import { type BenchSystem, type MachineInfo, withBenchSystem } from "../shared/system.js";
+import { renderTable, type TableRow } from "../shared/table.js";
+import { waitForFinalJobs } from "../shared/wait.js";
 import { describeMathRanges, MATH_RANGES, type MathJobSpec, mathJobs } from "./payloads.js";
-import { startProgress } from "./progress.js";
-import { extent, fixed, type LatencySummaryMs, round, summarizeMs } from "./stats.js";
-import { type BenchSystem, type MachineInfo, withBenchSystem } from "./system.js";
-import { renderTable, type TableRow } from "./table.js";
 import { expectedResult, MATH_TYPES, type MathType } from "./verify.js";
-import { waitForFinalJobs } from "./wait.js";
 
 /** Options of {@link runMathBench} (the command's flags). */
 export interface MathBenchOptions {

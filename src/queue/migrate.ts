@@ -1,5 +1,6 @@
 /**
- * Migration runner: numbered plain-SQL files in `migrations/`, applied forward-only in one
+ * Migration runner: numbered plain-SQL files in `src/db/migrations/` (copied to
+ * `dist/src/db/migrations/` by the build, shipped in the package), applied forward-only in one
  * transaction under an advisory lock, so that any number of processes may run it at once
  * (DESIGN.md §2). The version row is inserted before the migration's SQL runs.
  */
@@ -7,7 +8,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type pg from "pg";
-import { lockClassFor } from "../queue/lock-class.js";
+import { withTransaction } from "../db/pool.js";
+import { lockClassFor } from "./lock-class.js";
 import {
   appliedMigrations,
   createMigrationsTable,
@@ -15,11 +17,14 @@ import {
   notifyTriggerChannel,
   recordMigration,
   retargetNotifyTriggers,
-} from "../queue/sql/schema.js";
-import { quoteIdentifier, quoteLiteral } from "../queue/sql/statement.js";
-import { withTransaction } from "./pool.js";
+} from "./sql/schema.js";
+import { quoteIdentifier, quoteLiteral } from "./sql/statement.js";
 
-const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), "migrations");
+/**
+ * The SQL files stay in the db folder (data, not code: nothing there imports this module), at the
+ * same relative path from `src/queue/` and `dist/src/queue/`.
+ */
+const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "db", "migrations");
 
 /** One migration file: `0001_init.sql` → version 1, name `init`. */
 export interface Migration {

@@ -1,11 +1,11 @@
 /**
- * Ledger reads and writes only the benchmarks need (`taskqueue bench`): a bulk read of many jobs
- * with microsecond timestamps, making delayed jobs due at once, and dropping the benchmark's
- * throw-away schema. Thin functions over the statements in ./sql/bench.ts.
+ * Ledger reads and writes only the benchmarks need (`npm run bench:math`, `npm run bench:load`): a
+ * bulk read of many jobs with microsecond timestamps, making delayed jobs due at once, and dropping
+ * the benchmark's throw-away schema. Thin functions over the statements in ./statements.ts.
  */
-import type { Queryable } from "../db/pool.js";
-import { dropSchema, jobTimings, makeJobsDue, serverVersion } from "./sql/bench.js";
-import type { JobStatus, JsonValue } from "./types.js";
+import type { Queryable } from "../../src/db/pool.js";
+import type { JobStatus, JsonValue } from "../../src/queue/types.js";
+import { dropSchema, jobTimings, makeJobsDue, serverVersion } from "./statements.js";
 
 /** A job as the benchmarks read it: result plus database-clock timestamps in µs since the epoch. */
 export interface JobTiming {
