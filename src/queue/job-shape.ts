@@ -31,6 +31,8 @@ export const LIMITS = {
   jsonDepth: 1000,
   /** Payloads and results larger than this (bytes of JSON text) are left out of job lists: 64 KiB. */
   listValueBytes: 64 * 1024,
+  /** Most field problems one error (and one 422 answer) lists: enough for every field of a large bad batch. */
+  fieldProblems: 1000,
 } as const;
 
 /** A field of a stored job: every {@link Job} field but the list-only omission flags. */
