@@ -5,6 +5,7 @@
  */
 import { type Static, type TNull, type TSchema, type TString, type TUnion, Type } from "@sinclair/typebox";
 import {
+  assertIdentifiers,
   JOB_FIELDS,
   type JobField,
   LIMITS,
@@ -102,9 +103,6 @@ function isoTimestamp(date: Date | null): string | null {
   return lastTimestamp.iso;
 }
 
-/** Names spliced into the generated mapper: plain identifiers only (they come from the table). */
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
 /**
  * Generates the mapper from the table: one object literal with every wire field, timestamps
  * through `isoTimestamp`, then the omission flags when set. Generated rather than a loop over the
@@ -117,7 +115,7 @@ function compileToJobResponse(): (job: Job) => JobResponse {
     ...JOB_FIELDS.flatMap((f) => [f.field, f.wire]),
     ...OMISSION_FLAGS.flatMap((f) => [f.field, f.wire]),
   ];
-  for (const name of names) if (!IDENTIFIER.test(name)) throw new Error(`not an identifier: ${name}`);
+  assertIdentifiers(names);
   const fields = JOB_FIELDS.map((f) =>
     f.timestamp ? `${f.wire}: iso(job.${f.field})` : `${f.wire}: job.${f.field}`,
   ).join(",\n    ");
