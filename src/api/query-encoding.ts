@@ -11,6 +11,8 @@
  * The parser runs inside Fastify's router, where an error it threw would not reach the problem
  * handler; so it throws nothing, and leaves its finding on the parsed object under a symbol
  * (not enumerable: no schema check sees it), which an `onRequest` hook turns into the 400.
+ * Fastify's not-found router does not use this parser: a path no route serves is answered 404,
+ * whatever its query string.
  */
 import type { FastifyInstance } from "fastify";
 import { HttpProblem, PROBLEM_TYPES } from "./problem.js";

@@ -70,6 +70,8 @@ describe("request rules", () => {
 
   it("a badly encoded parameter of a route without a query schema is refused too", async () => {
     assertProblem(await api.app.inject({ method: "GET", url: "/metrics?x=%FF" }), 400, ["x"]);
+    // No route, no query parsing (Fastify's not-found router has its own parser): 404 first.
+    assertProblem(await api.app.inject({ method: "GET", url: "/nope?x=%FF" }), 404);
   });
 });
 
