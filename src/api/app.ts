@@ -10,8 +10,9 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { ResolvedConfig } from "../config.js";
 import type { Ledger } from "../queue/ledger.js";
 import { registerJsonBodyParser } from "./json-body.js";
+import { registerApiKinds } from "./kinds.js";
 import { problemFor, registerProblemHandling, sendProblem } from "./problem.js";
-import { registerQueryEncodingCheck } from "./query-encoding.js";
+import { parseQueryString, registerQueryEncodingCheck } from "./query-encoding.js";
 import { healthRoutes } from "./routes/health.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { metricsRoutes } from "./routes/metrics.js";
@@ -56,13 +57,17 @@ function packageVersion(): string {
  * GET /jobs/:id, GET /jobs, DELETE /jobs/:id, GET /metrics, GET /metrics/prometheus, GET /health,
  * GET /ready, GET /docs (Swagger UI), GET /docs/json (OpenAPI 3.1).
  * Every error answer is RFC 9457 problem+json (see problem.ts). The caller owns the ledger's pool;
- * `app.close()` does not end it.
+ * `app.close()` does not end it. Registers taskqueue's two TypeBox kinds (`TaskQueue:*`, see
+ * kinds.ts) in TypeBox's process-wide TypeRegistry, and nothing else there.
  */
 export async function buildApp(options: BuildAppOptions): Promise<FastifyInstance> {
   const { ledger, config } = options;
   const logger = options.logger ?? false;
+  registerApiKinds();
   const app = Fastify({
     bodyLimit: BODY_LIMIT_BYTES,
+    // Parses as Fastify's default and notes badly percent-encoded parameters for the check below.
+    routerOptions: { querystringParser: parseQueryString },
     ...(typeof logger === "object"
       ? { loggerInstance: logger }
       : { logger: logger ? { level: config.logLevel } : false }),

@@ -4,6 +4,7 @@
  * Mapping, in order:
  * - request validation failure (path, query or body schema) → 422, one entry per bad field;
  * - {@link JobValidationError} from the ledger → 422 with its problems;
+ * - {@link BatchTooLargeError} (more jobs than `LIMITS.batchJobs`) → 422 naming `jobs`;
  * - {@link JobNotFoundError} → 404; {@link JobStateConflictError} → 409;
  * - PostgreSQL data exceptions (SQLSTATE class 22), integrity violations (23) and program limits
  *   (54, e.g. a payload nested too deep) → 422. The ledger validates before it writes, so these
@@ -15,7 +16,14 @@
  */
 import { STATUS_CODES } from "node:http";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { type FieldProblem, JobNotFoundError, JobStateConflictError, JobValidationError } from "../errors.js";
+import {
+  BatchTooLargeError,
+  type FieldProblem,
+  JobNotFoundError,
+  JobStateConflictError,
+  JobValidationError,
+} from "../errors.js";
+import { JOB_CONSTRAINTS, LIMITS, wireName } from "../queue/job-shape.js";
 import type { Problem } from "./schemas.js";
 
 /** Media type of every error response. */
@@ -39,7 +47,7 @@ export const PROBLEM_TYPES = {
 } as const;
 
 /** Most `errors` entries one response carries. */
-const MAX_FIELD_PROBLEMS = 1000;
+const MAX_FIELD_PROBLEMS = LIMITS.fieldProblems;
 
 /** An error a route throws to answer with a given problem (e.g. 503 from /ready). */
 export class HttpProblem extends Error {
@@ -92,12 +100,10 @@ function validationProblems(
   }));
 }
 
-/** Fields of the jobs table's CHECK constraints (src/db/migrations), for the class-23 fallback. */
-const CONSTRAINT_FIELDS: Record<string, string> = {
-  type_length: "type",
-  priority_in_range: "priority",
-  max_retries_in_range: "max_retries",
-};
+/** Wire names of the fields the jobs table's CHECK constraints bound (job-shape.ts), for the class-23 fallback. */
+const CONSTRAINT_FIELDS: Record<string, string> = Object.fromEntries(
+  Object.entries(JOB_CONSTRAINTS).map(([constraint, { field }]) => [constraint, wireName(field)]),
+);
 
 interface DatabaseErrorLike {
   code: string;
@@ -174,6 +180,8 @@ export function problemFor(error: unknown, request: FastifyRequest): Problem {
     return invalid(instance, validationProblems(fastifyError.validation, fastifyError.validationContext));
   }
   if (error instanceof JobValidationError) return invalid(instance, error.problems);
+  if (error instanceof BatchTooLargeError)
+    return invalid(instance, [{ field: "jobs", message: `must be an array of 1 to ${error.max} items` }]);
   if (error instanceof JobNotFoundError) {
     return make(404, PROBLEM_TYPES.jobNotFound, "Job not found", error.message, instance);
   }

@@ -1,71 +1,28 @@
 /**
  * TypeBox schemas of the HTTP API (DESIGN.md §8). The same objects validate requests (see
  * validation.ts) and produce the OpenAPI document served at /docs, so the two cannot drift apart.
- * Wire field names are snake_case; {@link toJobResponse} is the one place that maps the library's
- * camelCase {@link Job} to them.
+ * Field names, limits and defaults come from the job-shape table (src/queue/job-shape.ts); a job's
+ * wire shape and {@link toJobResponse}, the one place that maps the library's camelCase Job to it,
+ * are in job-response.ts. Importing this module registers nothing in TypeBox's registries (see
+ * kinds.ts).
  */
-import {
-  Kind,
-  type SchemaOptions,
-  type Static,
-  type TSchema,
-  type TUnsafe,
-  Type,
-  TypeRegistry,
-} from "@sinclair/typebox";
-import { MAX_BATCH_JOBS } from "../queue/ledger.js";
-import { JOB_STATUSES, type Job } from "../queue/types.js";
+import { type Static, Type } from "@sinclair/typebox";
+import { integerRangeMessage, LIMITS, wireName } from "../queue/job-shape.js";
+import { JOB_STATUSES } from "../queue/types.js";
+import { JobResponse, JobStatusSchema, nullable } from "./job-response.js";
+import { OffsetDateTime } from "./kinds.js";
+
+export { AttemptErrorSchema, JobResponse, JobStatusSchema, toJobResponse } from "./job-response.js";
+export { StringEnum } from "./kinds.js";
 
 /** Largest job id the API accepts: ids are JavaScript numbers, exact up to 2^53 − 1. */
 export const MAX_JOB_ID = Number.MAX_SAFE_INTEGER;
 
-/** Largest `limit` of GET /jobs. */
-export const MAX_LIST_LIMIT = 1000;
+/** Largest `limit` of GET /jobs (`LIMITS.listLimit`). */
+export const MAX_LIST_LIMIT = LIMITS.listLimit.max;
 
-/** `limit` of GET /jobs when none is given. */
-export const DEFAULT_LIST_LIMIT = 50;
-
-/** `schema` or null, for response fields that may be empty. */
-function nullable<T extends TSchema>(schema: T) {
-  return Type.Union([schema, Type.Null()]);
-}
-
-/**
- * An ISO-8601 date-time that carries a UTC offset (`Z`, `+02:00` or `+0200`): RFC 3339, plus what
- * the ledger also accepts (seconds optional, a space instead of `T`). The `date-time` format is
- * checked by isOffsetDateTime in validation.ts: a time without offset is refused (ambiguous), so
- * is an impossible date such as 2030-02-30.
- */
-export const OffsetDateTime = Type.String({
-  format: "date-time",
-  description:
-    "ISO-8601 date-time with a UTC offset, e.g. `2030-01-01T12:00:00Z` or `2030-01-01T14:00:00+02:00`.",
-  examples: ["2030-01-01T12:00:00Z"],
-});
-
-/** A timestamp in a response: ISO-8601, UTC. */
-const Timestamp = Type.String({ format: "date-time", description: "ISO-8601, UTC." });
-
-TypeRegistry.Set<{ enum: readonly string[] }>(
-  "StringEnum",
-  (schema, value) => typeof value === "string" && schema.enum.includes(value),
-);
-
-/**
- * A string that is one of `values`, as a plain JSON-schema `enum` (Swagger UI shows a drop-down;
- * a union of literals would show `anyOf`). Checked by the TypeBox kind registered above.
- */
-export function StringEnum<T extends readonly string[]>(
-  values: T,
-  options: SchemaOptions = {},
-): TUnsafe<T[number]> {
-  return Type.Unsafe<T[number]>({ ...options, [Kind]: "StringEnum", type: "string", enum: [...values] });
-}
-
-/** The six lifecycle states (DESIGN.md §4). */
-export const JobStatusSchema = StringEnum(JOB_STATUSES, {
-  description: `Lifecycle state: one of ${JOB_STATUSES.join(", ")}.`,
-});
+/** `limit` of GET /jobs when none is given (`LIMITS.listLimit`). */
+export const DEFAULT_LIST_LIMIT = LIMITS.listLimit.default;
 
 /**
  * Text PostgreSQL stores as given: no NUL character, no unpaired UTF-16 surrogate (which would be
@@ -76,10 +33,10 @@ export const STORABLE_TEXT_PATTERN = "^(?:[^\\u0000\\ud800-\\udfff]|[\\ud800-\\u
 
 /** Handler name: 1–200 characters of storable text. */
 const JobType = Type.String({
-  minLength: 1,
-  maxLength: 200,
+  minLength: LIMITS.typeLength.min,
+  maxLength: LIMITS.typeLength.max,
   pattern: STORABLE_TEXT_PATTERN,
-  description: "Handler name, 1–200 characters (no NUL character, no unpaired surrogate).",
+  description: `Handler name, ${LIMITS.typeLength.min}–${LIMITS.typeLength.max} characters (no NUL character, no unpaired surrogate).`,
   examples: ["echo"],
 });
 
@@ -90,8 +47,8 @@ const JobType = Type.String({
  */
 export const JobSpecBody = Type.Object(
   {
-    type: JobType,
-    payload: Type.Optional(
+    [wireName("type")]: JobType,
+    [wireName("payload")]: Type.Optional(
       Type.Unknown({
         description:
           "Any JSON value handed to the handler; default `{}`. Strings and keys must not contain NUL " +
@@ -99,20 +56,24 @@ export const JobSpecBody = Type.Object(
         examples: [{ n: 97 }],
       }),
     ),
-    priority: Type.Optional(
-      Type.Integer({ minimum: 1, maximum: 10, default: 5, description: "1–10, 10 most urgent. Default 5." }),
-    ),
-    max_retries: Type.Optional(
+    [wireName("priority")]: Type.Optional(
       Type.Integer({
-        minimum: 0,
-        maximum: 10,
-        default: 3,
-        description: "0–10: the job runs at most `max_retries + 1` times. Default 3.",
+        minimum: LIMITS.priority.min,
+        maximum: LIMITS.priority.max,
+        default: LIMITS.priority.default,
+        description: `${LIMITS.priority.min}–${LIMITS.priority.max}, ${LIMITS.priority.max} most urgent. Default ${LIMITS.priority.default}.`,
       }),
     ),
-    run_at: Type.Optional(
-      Type.String({
-        ...OffsetDateTime,
+    [wireName("maxRetries")]: Type.Optional(
+      Type.Integer({
+        minimum: LIMITS.maxRetries.min,
+        maximum: LIMITS.maxRetries.max,
+        default: LIMITS.maxRetries.default,
+        description: `${LIMITS.maxRetries.min}–${LIMITS.maxRetries.max}: the job runs at most \`${wireName("maxRetries")} + 1\` times. Default ${LIMITS.maxRetries.default}.`,
+      }),
+    ),
+    [wireName("runAt")]: Type.Optional(
+      OffsetDateTime({
         description:
           "Not before this instant: ISO-8601 date-time WITH a UTC offset (`Z` or `±hh:mm`); a time without " +
           "offset is ambiguous and rejected with 422. A time in the past means now. Default now.",
@@ -131,8 +92,8 @@ export const BatchBody = Type.Object(
   {
     jobs: Type.Array(JobSpecBody, {
       minItems: 1,
-      maxItems: MAX_BATCH_JOBS,
-      description: `1–${MAX_BATCH_JOBS} jobs, inserted in one statement: all or none.`,
+      maxItems: LIMITS.batchJobs,
+      description: `1–${LIMITS.batchJobs} jobs, inserted in one statement: all or none.`,
     }),
   },
   {
@@ -161,17 +122,14 @@ export const ListJobsQuerystring = Type.Object(
     status: Type.Optional(JobStatusSchema),
     type: Type.Optional(JobType),
     created_after: Type.Optional(
-      Type.String({
-        ...OffsetDateTime,
-        description: "Only jobs created strictly after this instant (UTC offset required).",
-      }),
+      OffsetDateTime({ description: "Only jobs created strictly after this instant (UTC offset required)." }),
     ),
     limit: Type.Optional(
       Type.Integer({
-        minimum: 1,
+        minimum: LIMITS.listLimit.min,
         maximum: MAX_LIST_LIMIT,
         default: DEFAULT_LIST_LIMIT,
-        description: `Page size, 1–${MAX_LIST_LIMIT}. Default ${DEFAULT_LIST_LIMIT}.`,
+        description: `Page size, ${LIMITS.listLimit.min}–${MAX_LIST_LIMIT}. Default ${DEFAULT_LIST_LIMIT}.`,
       }),
     ),
     offset: Type.Optional(
@@ -181,52 +139,6 @@ export const ListJobsQuerystring = Type.Object(
   { additionalProperties: false, description: "Filters; unknown parameters are rejected with 422." },
 );
 export type ListJobsQuerystring = Static<typeof ListJobsQuerystring>;
-
-/** One failed attempt in a job's history. */
-export const AttemptErrorSchema = Type.Object(
-  {
-    attempt: Type.Optional(Type.Integer({ description: "0-based number of the attempt that failed." })),
-    error: Type.Optional(Type.String()),
-    worker_id: Type.Optional(nullable(Type.String())),
-    failed_at: Type.Optional(Type.String({ description: "When it failed (database clock)." })),
-  },
-  { additionalProperties: true },
-);
-
-/** A job as the API returns it. Timestamps are ISO-8601 strings in UTC; empty ones are null. */
-export const JobResponse = Type.Object(
-  {
-    id: Type.Integer({ minimum: 1 }),
-    type: Type.String(),
-    payload: Type.Unknown({ description: "The payload as enqueued." }),
-    status: JobStatusSchema,
-    priority: Type.Integer({ minimum: 1, maximum: 10 }),
-    attempt: Type.Integer({ minimum: 0, description: "Failed attempts so far." }),
-    max_retries: Type.Integer({ minimum: 0, maximum: 10 }),
-    run_at: Timestamp,
-    claimed_at: nullable(Timestamp),
-    started_at: nullable(Timestamp),
-    heartbeat_at: nullable(Timestamp),
-    completed_at: nullable(Timestamp),
-    result: Type.Unknown({ description: "The handler's result once done, else null." }),
-    error: nullable(Type.String({ description: "Error of the latest failed attempt." })),
-    errors: Type.Array(AttemptErrorSchema, { description: "Every failed attempt, oldest first." }),
-    worker_id: nullable(Type.String({ description: "Worker that holds or last held the job." })),
-    created_at: Timestamp,
-    payload_omitted: Type.Optional(
-      Type.Boolean({
-        description: "In lists only: the payload is over 64 KiB and left out (null); GET /jobs/{id} has it.",
-      }),
-    ),
-    result_omitted: Type.Optional(
-      Type.Boolean({
-        description: "In lists only: the result is over 64 KiB and left out (null); GET /jobs/{id} has it.",
-      }),
-    ),
-  },
-  { description: "A job." },
-);
-export type JobResponse = Static<typeof JobResponse>;
 
 /** Response of POST /jobs/batch. */
 export const BatchResponse = Type.Object({
@@ -318,7 +230,7 @@ export const ReadyResponse = Type.Object({ status: Type.Literal("ready") });
 /** One bad field of a request. `field` is a path such as `priority`, `payload/a` or `jobs/3/type`. */
 export const FieldProblemSchema = Type.Object({
   field: Type.String({ examples: ["priority"] }),
-  message: Type.String({ examples: ["must be an integer from 1 to 10"] }),
+  message: Type.String({ examples: [integerRangeMessage(LIMITS.priority)] }),
 });
 
 /** RFC 9457 problem details, sent as `application/problem+json` with every 4xx and 5xx. */
@@ -341,43 +253,4 @@ export function problemResponse(description: string) {
     description,
     content: { "application/problem+json": { schema: ProblemSchema } },
   };
-}
-
-/**
- * A timestamp as an ISO-8601 string (or null). The jobs of one batch share their creation time (and
- * usually their run time), so the last conversion is kept and reused: `toISOString` was most of
- * the cost of answering POST /jobs/batch.
- */
-let lastTimestamp = { ms: Number.NaN, iso: "" };
-function isoTimestamp(date: Date | null): string | null {
-  if (date === null) return null;
-  const ms = date.getTime();
-  if (ms !== lastTimestamp.ms) lastTimestamp = { ms, iso: date.toISOString() };
-  return lastTimestamp.iso;
-}
-
-/** Maps a job to its wire shape (snake_case, ISO-8601 timestamps). The only such mapping. */
-export function toJobResponse(job: Job): JobResponse {
-  const response: JobResponse = {
-    id: job.id,
-    type: job.type,
-    payload: job.payload,
-    status: job.status,
-    priority: job.priority,
-    attempt: job.attempt,
-    max_retries: job.maxRetries,
-    run_at: isoTimestamp(job.runAt) as string,
-    claimed_at: isoTimestamp(job.claimedAt),
-    started_at: isoTimestamp(job.startedAt),
-    heartbeat_at: isoTimestamp(job.heartbeatAt),
-    completed_at: isoTimestamp(job.completedAt),
-    result: job.result,
-    error: job.error,
-    errors: job.errors,
-    worker_id: job.workerId,
-    created_at: isoTimestamp(job.createdAt) as string,
-  };
-  if (job.payloadOmitted) response.payload_omitted = true;
-  if (job.resultOmitted) response.result_omitted = true;
-  return response;
 }

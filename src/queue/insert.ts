@@ -5,6 +5,7 @@
  * fifty. Each caller still gets its own job, or its own error.
  */
 import type { Queryable } from "../db/pool.js";
+import { newJob } from "./job-shape.js";
 import { enqueueJobs } from "./sql/enqueue.js";
 import { jsonArrayType, jsonTextArray, numberArray } from "./sql/params.js";
 import type { Job, JsonValue } from "./types.js";
@@ -52,29 +53,20 @@ export interface InsertedRow {
 }
 
 /**
- * A new job as stored: the database's id and times, the rest as sent. The payload is parsed back
- * from the JSON text that was stored, as a read of the row would return it.
+ * A new job as stored: the database's id and times, the rest as sent, and every other field as a
+ * new job holds it (job-shape.ts `newJob`). The payload is parsed back from the JSON text that was
+ * stored, as a read of the row would return it.
  */
 export function insertedJob(job: NormalizedJobSpec, row: InsertedRow): Job {
-  return {
+  return newJob({
     id: row.id,
     type: job.type,
     payload: JSON.parse(job.payloadJson) as JsonValue,
-    status: "pending",
     priority: job.priority,
-    attempt: 0,
     maxRetries: job.maxRetries,
     runAt: new Date(row.run_at_ms),
-    claimedAt: null,
-    startedAt: null,
-    heartbeatAt: null,
-    completedAt: null,
-    result: null,
-    error: null,
-    errors: [],
-    workerId: null,
     createdAt: new Date(row.created_at_ms),
-  };
+  });
 }
 
 interface PendingInsert {

@@ -4,10 +4,16 @@
  */
 import type pg from "pg";
 import type { Queryable } from "../db/pool.js";
-import { type FieldProblem, JobNotFoundError, JobStateConflictError, JobValidationError } from "../errors.js";
+import {
+  BatchTooLargeError,
+  type FieldProblem,
+  JobNotFoundError,
+  JobStateConflictError,
+  JobValidationError,
+} from "../errors.js";
 import { EnqueueBatcher, type InsertedRow, insertedJob, insertJobs, insertRows } from "./insert.js";
+import { integerRangeMessage, LIMITS } from "./job-shape.js";
 import { lockClassFor } from "./lock-class.js";
-import { type DeadLetterRow, type JobRow, rowToDeadLetter, rowToJob } from "./rows.js";
 import { heldJobLocks } from "./sql/claim.js";
 import { enqueueJob } from "./sql/enqueue.js";
 import { reapStaleJobs } from "./sql/finish.js";
@@ -53,11 +59,14 @@ export interface EnqueueOptions {
   naming?: FieldNaming;
 }
 
-/** Most jobs one {@link Ledger.addJobs} call accepts (one statement, all-or-nothing). */
-export const MAX_BATCH_JOBS = 10_000;
+/** Most jobs one {@link Ledger.addJobs} call accepts (one statement, all-or-nothing): `LIMITS.batchJobs`. */
+export const MAX_BATCH_JOBS = LIMITS.batchJobs;
 
-/** Payloads and results larger than this (bytes of JSON text) are left out of job lists. */
-export const LIST_VALUE_MAX_BYTES = 64 * 1024;
+/** Payloads and results larger than this (bytes of JSON text) are left out of job lists: `LIMITS.listValueBytes`. */
+export const LIST_VALUE_MAX_BYTES = LIMITS.listValueBytes;
+
+/** A job as a read returns it: the select lists name every column as its field (sql/columns.ts). */
+type JobRow = Job & pg.QueryResultRow;
 
 /** SQLSTATE undefined_table. */
 const UNDEFINED_TABLE = "42P01";
@@ -73,11 +82,11 @@ function checkJobId(id: number): void {
 
 /**
  * Validates a batch of specs, field names prefixed `jobs/<index>/`.
- * @throws {RangeError} for more than MAX_BATCH_JOBS specs.
+ * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs.
  * @throws {JobValidationError} listing every bad field of every spec.
  */
 function validateBatch(specs: readonly JobSpec[], options: EnqueueOptions): NormalizedJobSpec[] {
-  if (specs.length > MAX_BATCH_JOBS) throw new RangeError(`at most ${MAX_BATCH_JOBS} jobs per batch`);
+  if (specs.length > MAX_BATCH_JOBS) throw new BatchTooLargeError(specs.length, MAX_BATCH_JOBS);
   const problems: FieldProblem[] = [];
   const jobs: NormalizedJobSpec[] = [];
   specs.forEach((spec, index) => {
@@ -129,7 +138,7 @@ export class Ledger {
    * Enqueues up to {@link MAX_BATCH_JOBS} jobs in one statement, all or nothing, and returns them
    * in the order given. Field names in errors are prefixed `jobs/<index>/`.
    * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
-   * @throws {RangeError} for more than MAX_BATCH_JOBS specs.
+   * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs; nothing is written.
    */
   async addJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<Job[]> {
     const jobs = validateBatch(specs, options);
@@ -142,7 +151,7 @@ export class Ledger {
    * payload parsed back for the answer. For bulk loaders (POST /jobs/batch with
    * `Prefer: return=minimal`).
    * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
-   * @throws {RangeError} for more than MAX_BATCH_JOBS specs.
+   * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs; nothing is written.
    */
   async addJobIds(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<number[]> {
     const jobs = validateBatch(specs, options);
@@ -155,20 +164,20 @@ export class Ledger {
   async getJob(id: number): Promise<Job | null> {
     checkJobId(id);
     const { rows } = await this.pool.query<JobRow>({ ...getJob(this.schema), values: [id] });
-    return rows[0] ? rowToJob(rows[0]) : null;
+    return rows[0] ?? null;
   }
 
   /**
    * Jobs, newest first.
-   * @throws {JobValidationError} for an unknown status, limit outside 1–1000, negative offset or invalid date.
+   * @throws {JobValidationError} for an unknown status, limit outside `LIMITS.listLimit` (1–1000), negative offset or invalid date.
    */
   async listJobs(query: ListJobsQuery = {}): Promise<Job[]> {
     const problems: FieldProblem[] = [];
-    const { limit = 50, offset = 0, status, createdAfter } = query;
+    const { limit = LIMITS.listLimit.default, offset = 0, status, createdAfter } = query;
     if (status !== undefined && !JOB_STATUSES.includes(status))
       problems.push({ field: "status", message: `must be one of ${JOB_STATUSES.join(", ")}` });
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
-      problems.push({ field: "limit", message: "must be an integer from 1 to 1000" });
+    if (!Number.isInteger(limit) || limit < LIMITS.listLimit.min || limit > LIMITS.listLimit.max)
+      problems.push({ field: "limit", message: integerRangeMessage(LIMITS.listLimit) });
     if (!Number.isInteger(offset) || offset < 0)
       problems.push({ field: "offset", message: "must be an integer ≥ 0" });
     if (
@@ -181,7 +190,7 @@ export class Ledger {
       ...listJobs(this.schema),
       values: [status ?? null, query.type ?? null, createdAfter ?? null, limit, offset, LIST_VALUE_MAX_BYTES],
     });
-    return rows.map(rowToJob);
+    return rows;
   }
 
   /**
@@ -198,14 +207,18 @@ export class Ledger {
     const row = rows[0];
     if (!row) throw new JobNotFoundError(id);
     if (!row.cancelled) throw new JobStateConflictError(id, row.status, "cancel");
-    return rowToJob(row);
+    const { cancelled: _, ...job } = row;
+    return job;
   }
 
   /** The dead-letter entry of a job, or null. */
   async getDeadLetter(jobId: number): Promise<DeadLetterJob | null> {
     checkJobId(jobId);
-    const { rows } = await this.pool.query<DeadLetterRow>({ ...getDeadLetter(this.schema), values: [jobId] });
-    return rows[0] ? rowToDeadLetter(rows[0]) : null;
+    const { rows } = await this.pool.query<DeadLetterJob & pg.QueryResultRow>({
+      ...getDeadLetter(this.schema),
+      values: [jobId],
+    });
+    return rows[0] ?? null;
   }
 
   /**
@@ -264,7 +277,7 @@ export class Ledger {
       ],
     });
     await this.pool.query({ ...pruneStats(this.schema), values: [3600] });
-    return rows.map(rowToJob);
+    return rows;
   }
 
   /** Worker processes with a heartbeat younger than `livenessSeconds`, with the jobs each holds. */
@@ -295,11 +308,11 @@ export class Ledger {
 
   /** The `limit` most recent dead-letter entries, newest first. */
   async listDeadLetters(limit = 20): Promise<DeadLetterJob[]> {
-    const { rows } = await this.pool.query<DeadLetterRow>({
+    const { rows } = await this.pool.query<DeadLetterJob & pg.QueryResultRow>({
       ...listDeadLetters(this.schema),
       values: [limit],
     });
-    return rows.map(rowToDeadLetter);
+    return rows;
   }
 
   /**

@@ -52,11 +52,20 @@ export interface Job {
   errors: AttemptError[];
   workerId: string | null;
   createdAt: Date;
-  /** Set by listJobs when the payload is larger than LIST_VALUE_MAX_BYTES and left out (null). */
+  /**
+   * Lists only: true when listJobs left the payload out (null) because it is larger than
+   * `LIMITS.listValueBytes` (64 KiB); false when it is there. Other reads leave the flag out.
+   */
   payloadOmitted?: boolean;
   /** Likewise for the result. */
   resultOmitted?: boolean;
 }
+
+/**
+ * A job as a claim hands it to a worker: what a handler needs (DESIGN.md §7). `attempt` counts
+ * the failed attempts before this one (0 on the first execution).
+ */
+export type ClaimedJob = Pick<Job, "id" | "type" | "payload" | "priority" | "attempt" | "maxRetries">;
 
 /** A row of dead_letter_jobs: a job that exhausted its retries, as it was when it died. */
 export interface DeadLetterJob {

@@ -3,10 +3,11 @@
  * and the HTTP API, so both refuse the same inputs with the same field names.
  */
 import { type FieldProblem, JobValidationError } from "../errors.js";
+import { integerRangeMessage, JOB_SPEC_FIELDS, LIMITS, lengthRangeMessage, wireName } from "./job-shape.js";
 import type { JobSpec, JsonValue } from "./types.js";
 
-/** Largest payload (and handler result) a job carries, as UTF-8 JSON bytes: 1 MiB. */
-export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** Largest payload (and handler result) a job carries, as UTF-8 JSON bytes: 1 MiB (`LIMITS.payloadBytes`). */
+export const MAX_PAYLOAD_BYTES = LIMITS.payloadBytes;
 
 /** UTF-8 length of JSON text (cheap when the text is plainly small). */
 export function jsonBytes(json: string): number {
@@ -16,14 +17,12 @@ export function jsonBytes(json: string): number {
 /** How field names are spelled in errors: the library's (`maxRetries`) or the HTTP API's (`max_retries`). */
 export type FieldNaming = "camel" | "snake";
 
-const SNAKE_NAMES: Record<keyof JobSpec, string> = {
-  type: "type",
-  payload: "payload",
-  priority: "priority",
-  maxRetries: "max_retries",
-  runAt: "run_at",
-};
-const JOB_SPEC_FIELDS = new Set(Object.keys(SNAKE_NAMES));
+/** Wire (snake_case) name of each spec field, from the job-shape table. */
+const SNAKE_NAMES = Object.fromEntries(JOB_SPEC_FIELDS.map((field) => [field, wireName(field)])) as Record<
+  keyof JobSpec,
+  string
+>;
+const SPEC_FIELDS = new Set<string>(JOB_SPEC_FIELDS);
 
 /** A spec with every default filled in, ready for the insert statement. */
 export interface NormalizedJobSpec {
@@ -84,7 +83,7 @@ function storable(text: string): boolean {
  * with a clear problem: walking them (here, in PostgreSQL, in the API's serializers) would
  * overflow a call stack somewhere, and nothing real nests that deep.
  */
-export const MAX_JSON_DEPTH = 1000;
+export const MAX_JSON_DEPTH = LIMITS.jsonDepth;
 
 /** True if the JSON `text` nests arrays and objects deeper than `maxDepth`. One pass, no recursion. */
 export function nestsDeeperThan(text: string, maxDepth: number): boolean {
@@ -244,11 +243,10 @@ function checkInteger(
   problems: FieldProblem[],
   field: string,
   value: unknown,
-  min: number,
-  max: number,
+  limit: { readonly min: number; readonly max: number },
 ): void {
-  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    problems.push({ field, message: `must be an integer from ${min} to ${max}` });
+  if (typeof value !== "number" || !Number.isInteger(value) || value < limit.min || value > limit.max) {
+    problems.push({ field, message: integerRangeMessage(limit) });
   }
 }
 
@@ -270,22 +268,26 @@ export function validateJobSpec(
     ]);
   const name = (field: keyof JobSpec) => `${prefix}${naming === "snake" ? SNAKE_NAMES[field] : field}`;
   for (const key of Object.keys(spec))
-    if (!JOB_SPEC_FIELDS.has(key))
+    if (!SPEC_FIELDS.has(key))
       problems.push({
         field: `${prefix}${key}`,
-        message: `is not a job field (expected ${[...JOB_SPEC_FIELDS].map((f) => name(f as keyof JobSpec).slice(prefix.length)).join(", ")})`,
+        message: `is not a job field (expected ${JOB_SPEC_FIELDS.map((f) => name(f).slice(prefix.length)).join(", ")})`,
       });
-  const { type, priority = 5, maxRetries = 3, runAt } = spec;
-  if (typeof type !== "string" || type.length < 1 || type.length > 200) {
-    problems.push({ field: `${prefix}type`, message: "must be a string of 1 to 200 characters" });
+  const { type, priority = LIMITS.priority.default, maxRetries = LIMITS.maxRetries.default, runAt } = spec;
+  if (
+    typeof type !== "string" ||
+    type.length < LIMITS.typeLength.min ||
+    type.length > LIMITS.typeLength.max
+  ) {
+    problems.push({ field: name("type"), message: lengthRangeMessage(LIMITS.typeLength) });
   } else if (!storable(type)) {
     problems.push({
-      field: `${prefix}type`,
+      field: name("type"),
       message: "contains a NUL character or an unpaired UTF-16 surrogate",
     });
   }
-  checkInteger(problems, name("priority"), priority, 1, 10);
-  checkInteger(problems, name("maxRetries"), maxRetries, 0, 10);
+  checkInteger(problems, name("priority"), priority, LIMITS.priority);
+  checkInteger(problems, name("maxRetries"), maxRetries, LIMITS.maxRetries);
   let when: Date | null = null;
   if (runAt !== undefined && runAt !== null) {
     if (runAt instanceof Date) {
@@ -306,13 +308,13 @@ export function validateJobSpec(
   }
   const payload = toStorableJson(
     spec.payload === undefined ? {} : (spec.payload as JsonValue),
-    `${prefix}payload`,
+    name("payload"),
   );
   if ("problem" in payload) problems.push(payload.problem);
   else if (jsonBytes(payload.json) > MAX_PAYLOAD_BYTES)
     problems.push({
-      field: `${prefix}payload`,
-      message: `is ${jsonBytes(payload.json)} bytes as JSON; the most a job carries is ${MAX_PAYLOAD_BYTES} (1 MiB)`,
+      field: name("payload"),
+      message: `is ${jsonBytes(payload.json)} bytes as JSON; the most a job carries is ${MAX_PAYLOAD_BYTES} (${MAX_PAYLOAD_BYTES / 1024 / 1024} MiB)`,
     });
   if (problems.length > 0) throw new JobValidationError(problems);
   return {

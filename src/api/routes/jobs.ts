@@ -5,6 +5,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { type Static, Type } from "@sinclair/typebox";
 import { JobNotFoundError } from "../../errors.js";
+import { LIMITS } from "../../queue/job-shape.js";
 import type { Ledger } from "../../queue/ledger.js";
 import type { JobSpec } from "../../queue/types.js";
 import {
@@ -62,7 +63,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         tags: ["jobs"],
         summary: "Enqueue a job",
         description:
-          "Creates one pending job. `priority` defaults to 5, `max_retries` to 3, `payload` to `{}`, " +
+          `Creates one pending job. \`priority\` defaults to ${LIMITS.priority.default}, \`max_retries\` to ${LIMITS.maxRetries.default}, \`payload\` to \`{}\`, ` +
           "`run_at` to now (a `run_at` without UTC offset is rejected with 422; one in the past means now). " +
           "Unknown fields are rejected with 422.",
         body: JobSpecBody,
@@ -82,7 +83,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         tags: ["jobs"],
         summary: "Enqueue many jobs at once",
         description:
-          "Creates 1–10,000 jobs in one statement, all or nothing, and returns them in the order given " +
+          `Creates 1–${LIMITS.batchJobs.toLocaleString("en-US")} jobs in one statement, all or nothing, and returns them in the order given ` +
           "(with `Prefer: return=minimal`, only their ids). " +
           "If any job is invalid nothing is written and the 422 names every bad field as `jobs/<index>/<field>`.",
         headers: BatchHeaders,
@@ -139,7 +140,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         summary: "List jobs",
         description:
           "Jobs newest first, optionally filtered by `status`, `type` and `created_after`, paged with " +
-          "`limit` (1–1000, default 50) and `offset` (default 0). Unknown query parameters are rejected with 422; " +
+          `\`limit\` (${LIMITS.listLimit.min}–${LIMITS.listLimit.max}, default ${LIMITS.listLimit.default}) and \`offset\` (default 0). Unknown query parameters are rejected with 422; ` +
           "a parameter whose percent-encoding is not UTF-8 (`type=%FF`) with 400.",
         querystring: ListJobsQuerystring,
         response: {

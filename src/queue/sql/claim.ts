@@ -1,4 +1,5 @@
 import { countStatuses } from "./accounting.js";
+import { CLAIMED_SELECT_LIST } from "./columns.js";
 import { unlockSelect } from "./finish.js";
 import { fence, lockKey, type Statement, statement } from "./statement.js";
 
@@ -36,9 +37,9 @@ export const claimJobs = (schema: string): Statement =>
 
 /**
  * Columns of a claimed job as a claim returns it, named as the worker's `ClaimedJob` fields so
- * that each row is used as it arrives.
+ * that each row is used as it arrives (derived from ../job-shape.ts by columns.ts).
  */
-const CLAIMED_COLUMNS = `id, type, payload, priority, attempt, max_retries AS "maxRetries"`;
+const CLAIMED_COLUMNS = CLAIMED_SELECT_LIST;
 
 /**
  * The claim's CTEs (`candidates`, `locked`, `claimed`, `claim_counted`), parameters named by the

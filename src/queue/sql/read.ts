@@ -1,5 +1,12 @@
+import { JOB_FIELDS, OMISSION_FLAGS } from "../job-shape.js";
 import { countStatuses } from "./accounting.js";
+import { DEAD_LETTER_SELECT_LIST, jobSelectList } from "./columns.js";
 import { JOB_COLUMNS, type Statement, statement } from "./statement.js";
+
+/** Every job field but the two a list may leave out (payload, result). */
+const LISTED_COLUMNS = jobSelectList(
+  JOB_FIELDS.map((f) => f.field).filter((field) => !OMISSION_FLAGS.some((flag) => flag.of === field)),
+);
 
 /** One job by id. $1 id. */
 export const getJob = (schema: string): Statement =>
@@ -8,19 +15,18 @@ export const getJob = (schema: string): Statement =>
 /**
  * Jobs, newest first, with optional filters in fixed slots (NULL = no filter).
  * $1 status, $2 type, $3 created_after, $4 limit, $5 offset, $6 largest payload/result (JSON text
- * bytes) a list carries: larger ones are NULL with `payload_omitted`/`result_omitted` true, so a
+ * bytes) a list carries: larger ones are NULL with `payloadOmitted`/`resultOmitted` true, so a
  * page of 1,000 jobs stays small; GET /jobs/{id} has them whole.
  */
 export const listJobs = (schema: string): Statement =>
   statement(
     schema,
     "list_jobs",
-    `SELECT id, type, status, priority, attempt, max_retries, run_at, claimed_at, started_at, heartbeat_at,
-            completed_at, error, errors, worker_id, created_at,
+    `SELECT ${LISTED_COLUMNS},
             CASE WHEN octet_length(payload::text) <= $6 THEN payload END AS payload,
-            octet_length(payload::text) > $6 AS payload_omitted,
+            octet_length(payload::text) > $6 AS "payloadOmitted",
             CASE WHEN octet_length(result::text) <= $6 THEN result END AS result,
-            coalesce(octet_length(result::text) > $6, false) AS result_omitted
+            coalesce(octet_length(result::text) > $6, false) AS "resultOmitted"
      FROM $S.jobs
      WHERE ($1::text IS NULL OR status = $1::text)
        AND ($2::text IS NULL OR type = $2::text)
@@ -55,8 +61,7 @@ export const getDeadLetter = (schema: string): Statement =>
   statement(
     schema,
     "get_dead_letter",
-    `SELECT job_id, type, payload, priority, max_retries, error, attempts, errors, worker_id, created_at, died_at
-     FROM $S.dead_letter_jobs WHERE job_id = $1`,
+    `SELECT ${DEAD_LETTER_SELECT_LIST} FROM $S.dead_letter_jobs WHERE job_id = $1`,
   );
 
 /**
@@ -134,6 +139,6 @@ export const listDeadLetters = (schema: string): Statement =>
   statement(
     schema,
     "list_dead_letters",
-    `SELECT job_id, type, payload, priority, max_retries, error, attempts, errors, worker_id, created_at, died_at
+    `SELECT ${DEAD_LETTER_SELECT_LIST}
      FROM $S.dead_letter_jobs ORDER BY died_at DESC, job_id DESC LIMIT $1`,
   );

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type pg from "pg";
 import { TASKQUEUE_TYPES } from "../../db/types.js";
+import { JOB_SELECT_LIST } from "./columns.js";
 
 /**
  * A named SQL statement. `name` doubles as the prepared-statement name and includes a tag of the schema,
@@ -72,9 +73,11 @@ export const fence = (p: { idsParam: string; workerParam: string; heldStatuses: 
   `j.id = ANY(${p.idsParam}::bigint[]) AND j.id = i.id AND j.attempt = i.attempt
        AND j.worker_id = ${p.workerParam} AND coalesce(j.status, '') IN (${p.heldStatuses})`;
 
-/** Columns of a job row as every read returns them. */
-export const JOB_COLUMNS = `id, type, payload, status, priority, attempt, max_retries, run_at, claimed_at, started_at,
-  heartbeat_at, completed_at, result, error, errors, worker_id, created_at`;
+/**
+ * Columns of a job as every read returns them, each named as its field of `Job` (derived from
+ * ../job-shape.ts by columns.ts), so a row is a `Job` as it arrives.
+ */
+export const JOB_COLUMNS = JOB_SELECT_LIST;
 
 /**
  * Advisory-lock key of a job, as two int4 halves: the lock class (a per-schema constant passed as
