@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { toJobResponse } from "../../src/api/job-response.js";
 import { BatchTooLargeError } from "../../src/errors.js";
 import {
   CLAIMED_FIELDS,
@@ -13,9 +14,10 @@ import {
   JOB_CONSTRAINTS,
   JOB_FIELDS,
   LIMITS,
+  newJob,
 } from "../../src/queue/job-shape.js";
 import type { ClaimedJob as LockSessionClaimedJob } from "../../src/queue/lock-session.js";
-import type { ClaimedJob } from "../../src/queue/types.js";
+import type { ClaimedJob, Job } from "../../src/queue/types.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 
 // The lock session's ClaimedJob (lock-session.ts) must be types.ts's: each assignable to the other.
@@ -109,6 +111,42 @@ describe("the job-shape table matches the migrated schema", () => {
       maxRetries: 2,
     });
     await db.closeLockSessions();
+  });
+
+  it("a new job holds each field's initial value, and the wire shape each table field under its wire name", async () => {
+    const runAt = new Date("2030-01-02T03:04:05.678Z");
+    const createdAt = new Date("2030-01-01T00:00:00.001Z");
+    const job = newJob({ id: 7, type: "t", payload: { a: 1 }, priority: 9, maxRetries: 2, runAt, createdAt });
+    for (const f of JOB_FIELDS)
+      if ("initial" in f)
+        assert.deepEqual(job[f.field], f.initial === "[]" ? [] : f.initial, `initial value of ${f.field}`);
+    assert.deepEqual(
+      Object.keys(job),
+      JOB_FIELDS.map((f) => f.field),
+    );
+    // Every field set to a value of its own, so that a wire field fed from the wrong field shows.
+    const distinct: Job = {
+      ...job,
+      status: "running",
+      attempt: 3,
+      claimedAt: new Date("2030-01-03T00:00:00Z"),
+      startedAt: new Date("2030-01-04T00:00:00Z"),
+      heartbeatAt: new Date("2030-01-05T00:00:00Z"),
+      completedAt: new Date("2030-01-06T00:00:00Z"),
+      result: { r: true },
+      error: "e",
+      errors: [{ attempt: 0, error: "x", worker_id: "w", failed_at: "2030-01-01T00:00:00Z" }],
+      workerId: "worker-1",
+    };
+    const wire = toJobResponse(distinct) as Record<string, unknown>;
+    assert.deepEqual(
+      Object.keys(wire),
+      JOB_FIELDS.map((f) => f.wire),
+    );
+    for (const f of JOB_FIELDS) {
+      const value = distinct[f.field];
+      assert.deepEqual(wire[f.wire], f.timestamp ? (value as Date).toISOString() : value, f.wire);
+    }
   });
 
   it("a read returns a Job with every field and nothing else", async () => {
