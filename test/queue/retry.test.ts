@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import type { LockSession } from "../../src/queue/lock-session.js";
+import type { TestLockSession as LockSession } from "../helpers/db.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent, waitForEvents } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";
