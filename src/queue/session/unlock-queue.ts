@@ -56,9 +56,10 @@ export class UnlockQueue {
   /**
    * Rule (b): workers are woken (NOTIFY) only after the unlock, in the same statement, and an
    * unlock that wakes goes out alone, ahead of any claim, so that a failed claim cannot roll its
-   * NOTIFY back. Proved by test/queue/claim.test.ts "an unlock that wakes workers goes out ahead
-   * of the claim, so a failing claim loses neither the unlock nor its NOTIFY" and "a released job
-   * is pending again, unlocked, and wakes other workers on the channel".
+   * NOTIFY back. Proved by test/worker/ordering.test.ts "a worker woken by a give-back's NOTIFY
+   * claims the job at once: its lock was released first" and test/queue/claim.test.ts "an unlock
+   * that wakes workers goes out ahead of the claim, so a failing claim loses neither the unlock nor
+   * its NOTIFY".
    *
    * Sends, as one statement, the pending unlocks that wake workers (`wakingOnly`) or all of them.
    */
