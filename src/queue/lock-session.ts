@@ -187,7 +187,8 @@ export class LockSession {
     onUnlocked?: OnUnlocked<number[]>,
   ): Promise<Written<number[]>> {
     if (batch.length === 0) return nothingWritten([]);
-    return this.unlockAfter(batch, writeDoneBatch(this.target, batch), onUnlocked);
+    const ids = batch.map((c) => c.id);
+    return this.unlockAfter(ids, writeDoneBatch(this.target, batch, ids), onUnlocked);
   }
 
   /**
@@ -201,7 +202,8 @@ export class LockSession {
     onUnlocked?: OnUnlocked<WriteOutcome[]>,
   ): Promise<Written<WriteOutcome[]>> {
     if (batch.length === 0) return nothingWritten([]);
-    return this.unlockAfter(batch, writeFailureBatch(this.target, batch, policy), onUnlocked);
+    const ids = batch.map((f) => f.id);
+    return this.unlockAfter(ids, writeFailureBatch(this.target, batch, ids, policy), onUnlocked);
   }
 
   /**
@@ -211,7 +213,8 @@ export class LockSession {
    */
   writeReleases(refs: readonly ClaimRef[], onUnlocked?: OnUnlocked<number[]>): Promise<Written<number[]>> {
     if (refs.length === 0) return nothingWritten([]);
-    return this.unlockAfter(refs, writeReleaseBatch(this.target, refs), onUnlocked);
+    const ids = refs.map((r) => r.id);
+    return this.unlockAfter(ids, writeReleaseBatch(this.target, refs, ids), onUnlocked);
   }
 
   /**
@@ -221,12 +224,11 @@ export class LockSession {
    * outcome has committed".
    */
   private async unlockAfter<T>(
-    batch: readonly ClaimRef[],
+    ids: readonly number[],
     write: Promise<BatchWritten<T>>,
     onUnlocked: OnUnlocked<T> | undefined,
   ): Promise<Written<T>> {
     const { outcome, wakeTypes } = await write;
-    const ids = batch.map((r) => r.id);
     return {
       outcome,
       unlocked: this.unlocks.request(ids, wakeTypes, onUnlocked && ((error) => onUnlocked(outcome, error))),

@@ -52,6 +52,13 @@ export interface WorkerEvents {
 
 type Listener = (...args: unknown[]) => unknown;
 
+/** EventEmitter's own emit, which the safe emit wraps. */
+const superEmit = EventEmitter.prototype.emit as (
+  this: EventEmitter,
+  event: string,
+  ...args: unknown[]
+) => boolean;
+
 /**
  * An EventEmitter of {@link WorkerEvents} whose `emit` never throws: each listener runs in its own
  * try/catch. A throw is logged at error level naming the event and counted in
@@ -71,16 +78,16 @@ export class WorkerEmitter extends EventEmitter<WorkerEvents> {
 
   /**
    * Calls every listener of `event`, each in its own try/catch. Returns whether it had any.
-   * One listener (the usual case) runs through EventEmitter's own path, without a copy.
+   * One listener (the usual case) runs through EventEmitter's own path, without a copy; every
+   * event has at most one argument, so no rest array is built per emit.
    */
   override emit<K extends keyof WorkerEvents>(event: K, ...args: WorkerEvents[K]): boolean;
-  override emit(event: keyof WorkerEvents, ...args: unknown[]): boolean {
+  override emit(event: keyof WorkerEvents, arg?: unknown): boolean {
     const count = this.listenerCount(event);
     if (count === 0) return false;
-    const emit = super.emit as (event: string, ...args: unknown[]) => boolean;
     if (count === 1) {
       try {
-        return emit.call(this, event, ...args);
+        return arg === undefined ? superEmit.call(this, event) : superEmit.call(this, event, arg);
       } catch (error) {
         this.listenerThrew(event, error);
         return true;
@@ -89,7 +96,8 @@ export class WorkerEmitter extends EventEmitter<WorkerEvents> {
     // rawListeners: `once` wrappers, which remove themselves when called.
     for (const listener of this.rawListeners(event) as Listener[]) {
       try {
-        listener.apply(this, args);
+        if (arg === undefined) listener.call(this);
+        else listener.call(this, arg);
       } catch (error) {
         this.listenerThrew(event, error);
       }

@@ -84,16 +84,17 @@ export async function writeRunning(target: WriteTarget, refs: readonly ClaimRef[
   return new Set(rows.map((r) => r.id));
 }
 
-/** Fenced done. Resolves once committed with the ids the fence refused (usually none). */
+/** Fenced done (`ids`: the batch's ids, computed once by the caller). Resolves once committed with the ids the fence refused (usually none). */
 export async function writeDoneBatch(
   target: WriteTarget,
   batch: readonly Completion[],
+  ids: readonly number[],
 ): Promise<BatchWritten<number[]>> {
   const results = jsonTextArray(batch.map((c) => c.resultJson));
   const { rows } = await target.writes.query<RefusedRow>({
     ...writeDone(target.schema, jsonArrayType(results)),
     values: [
-      numberArray(batch.map((c) => c.id)),
+      numberArray(ids),
       numberArray(batch.map((c) => c.attempt)),
       results,
       numberArray(batch.map((c) => c.runMs)),
@@ -107,12 +108,13 @@ export async function writeDoneBatch(
 export async function writeFailureBatch(
   target: WriteTarget,
   batch: readonly Failure[],
+  ids: readonly number[],
   policy: BackoffPolicy,
 ): Promise<BatchWritten<WriteOutcome[]>> {
   const { rows } = await target.writes.query<WriteOutcome & { due_types: string | null }>({
     ...writeFailures(target.schema),
     values: [
-      numberArray(batch.map((f) => f.id)),
+      numberArray(ids),
       numberArray(batch.map((f) => f.attempt)),
       batch.map((f) => f.error),
       numberArray(batch.map((f) => f.runMs)),
@@ -129,10 +131,11 @@ export async function writeFailureBatch(
 export async function writeReleaseBatch(
   target: WriteTarget,
   refs: readonly ClaimRef[],
+  ids: readonly number[],
 ): Promise<BatchWritten<number[]>> {
   const { rows } = await target.writes.query<RefusedRow>({
     ...writeReleases(target.schema),
-    values: [numberArray(refs.map((r) => r.id)), numberArray(refs.map((r) => r.attempt)), target.workerId],
+    values: [numberArray(ids), numberArray(refs.map((r) => r.attempt)), target.workerId],
   });
   return { outcome: refusedIds(rows), wakeTypes: rows[0]?.due_types ?? null };
 }
