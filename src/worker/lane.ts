@@ -89,10 +89,12 @@ export class Lane {
     );
   }
 
+  /** The lane's lifecycle state (see {@link LaneState}). */
   get state(): LaneState {
     return this.laneState;
   }
 
+  /** The lane's worker id (its row in `workers`, its connections' application name). */
   get id(): string {
     return this.options.id;
   }
@@ -198,6 +200,7 @@ export class Lane {
     for (const timer of this.timers) clearTimeout(timer);
   }
 
+  /** The worker's logger (for the stop procedure). */
   get logger(): Logger {
     return this.options.logger;
   }

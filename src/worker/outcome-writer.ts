@@ -79,11 +79,13 @@ export class OutcomeWriter {
     this.scheduleFlush();
   }
 
+  /** Queues a handler's result, to be written as the job's outcome. */
   complete(completion: Completion): void {
     this.doneQueue.push(completion);
     this.scheduleFlush();
   }
 
+  /** Queues a failed attempt, to be written as a retry or a dead letter. */
   fail(failure: Failure): void {
     this.failQueue.push(failure);
     this.scheduleFlush();
