@@ -220,8 +220,9 @@ export class LockSession {
   /**
    * Rule (a): a job's lock is released only after its outcome has committed: the unlock is asked
    * for once the write's promise has resolved, never before, and never for a write that failed.
-   * Proved by test/worker/write-connection.test.ts "a job's advisory lock stays held until its
-   * outcome has committed".
+   * Proved by test/worker/ordering.test.ts "a job's lock stays held while its completion
+   * waits on the job's row, with the lock connection idle" (and test/worker/write-connection.test.ts
+   * "a job's advisory lock stays held until its outcome has committed").
    */
   private async unlockAfter<T>(
     ids: readonly number[],
