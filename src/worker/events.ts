@@ -9,8 +9,12 @@ import type { Logger } from "../log.js";
 import type { ClaimedJob, FailedStatus } from "../queue/lock-session.js";
 import type { Job } from "../queue/types.js";
 
-/** Which write of a job the fence refused or the worker dropped. */
-export type FencedWrite = "running" | "complete" | "fail" | "release";
+/**
+ * Which outcome write of a job the fence refused or the worker dropped. (A refused running mark is
+ * not reported by itself: the job's claim is lost, and its outcome write is then reported with
+ * reason `claim_lost`.)
+ */
+export type FencedWrite = "complete" | "fail" | "release";
 
 /**
  * Why a job's write was not applied:
