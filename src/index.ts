@@ -31,13 +31,20 @@ export { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 export {
   ConfigError,
   type FieldProblem,
+  HandlerMissingError,
+  HandlerTypeError,
+  JobAbortedError,
+  type JobAbortReason,
   JobNotFoundError,
   JobStateConflictError,
   JobValidationError,
   PayloadError,
+  SchemaVersionError,
   TaskQueueError,
+  WorkerStateError,
 } from "./errors.js";
 export { type EnqueueOptions, Ledger, MAX_BATCH_JOBS } from "./queue/ledger.js";
+export type { FailedStatus } from "./queue/lock-session.js";
 export type {
   AttemptError,
   DeadLetterJob,
@@ -50,7 +57,14 @@ export type {
 } from "./queue/types.js";
 export { builtinHandlers, registerBuiltinHandlers } from "./worker/handlers/index.js";
 export { type HandlerJob, HandlerRegistry, type JobHandler } from "./worker/registry.js";
-export { type StopReport, Worker, type WorkerEvents } from "./worker/worker.js";
+export {
+  type FencedWrite,
+  type FenceReason,
+  type StopReport,
+  Worker,
+  type WorkerEvents,
+  type WorkerState,
+} from "./worker/worker.js";
 
 /** Options of {@link TaskQueue}: the config fields, plus an optional pool and logger to share. */
 export interface TaskQueueInit extends TaskQueueOptions {
@@ -92,7 +106,7 @@ export class TaskQueue {
     return migrate(this.pool, this.config);
   }
 
-  /** Registers the handler of a job type. @throws {TypeError} on an empty type. */
+  /** Registers the handler of a job type. @throws {HandlerTypeError} on an empty or too long type. */
   register(type: string, handler: JobHandler): this {
     this.registry.register(type, handler);
     return this;
@@ -138,7 +152,8 @@ export class TaskQueue {
    * Starts a worker for the registered handlers (claims only those types).
    * @param overrides config fields for this worker (e.g. `workerCount`); `types` restricts the
    *   claimed types to a subset of the registered ones; `runReaper` false leaves reaping to others.
-   * @throws {Error} when no handler is registered or a listed type has none.
+   * @throws {HandlerMissingError} when no handler is registered or a listed type has none.
+   * @throws {SchemaVersionError} when the schema is older than this code needs.
    */
   async startWorker(
     overrides: TaskQueueOptions & { runReaper?: boolean; types?: string[] } = {},

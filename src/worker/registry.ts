@@ -2,6 +2,7 @@
  * The handler registry: job type → handler (DESIGN.md §7). A worker claims only the types it has
  * handlers for.
  */
+import { HandlerTypeError } from "../errors.js";
 import type { JsonValue } from "../queue/types.js";
 
 /** What a handler receives about its job. */
@@ -16,7 +17,9 @@ export interface HandlerJob {
 
 /**
  * A job handler. Returns a JSON-serialisable result (undefined is stored as null) or throws to fail
- * the attempt. `signal` aborts on shutdown past the grace period; long handlers should honour it.
+ * the attempt. `signal` aborts on shutdown past the grace period, when the worker's lock session is
+ * lost, or when its claim was taken away; its `reason` is then a `JobAbortedError` saying which.
+ * Long handlers should honour it.
  * The handler holds no database connection of the queue's.
  */
 export type JobHandler = (job: HandlerJob, signal: AbortSignal) => unknown | Promise<unknown>;
@@ -26,11 +29,11 @@ export class HandlerRegistry {
 
   /**
    * Registers `handler` for `type`, replacing any earlier one. Returns the registry for chaining.
-   * @throws {TypeError} if `type` is empty or longer than 200 characters.
+   * @throws {HandlerTypeError} if `type` is not a string, is empty, or is longer than 200 characters.
    */
   register(type: string, handler: JobHandler): this {
     if (typeof type !== "string" || type.length < 1 || type.length > 200)
-      throw new TypeError("job type must be a string of 1 to 200 characters");
+      throw new HandlerTypeError("job type must be a string of 1 to 200 characters");
     this.handlers.set(type, handler);
     return this;
   }

@@ -9,12 +9,18 @@ import { createPool } from "../../src/db/pool.js";
 import { Ledger } from "../../src/queue/ledger.js";
 import { LockSession } from "../../src/queue/lock-session.js";
 import { migrate } from "../../src/queue/migrate.js";
+import { type TestLockSession, withTestWrites } from "./lock-session.js";
+
+export type { TestLockSession } from "./lock-session.js";
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 
 export interface TestDb {
-  /** Opens a worker lock session on this schema as `workerId`; closed by `drop()`. */
-  openLockSession(workerId: string): Promise<LockSession>;
+  /**
+   * Opens a worker lock session on this schema as `workerId`, with the test-only writes that
+   * await their unlock (`complete`, `fail`, `release`); closed by `drop()`.
+   */
+  openLockSession(workerId: string): Promise<TestLockSession>;
   /** Closes every lock session opened so far (their advisory locks go with them). */
   closeLockSessions(): Promise<void>;
   schema: string;
@@ -63,7 +69,7 @@ export async function createTestDb(overrides: TaskQueueOptions = {}): Promise<Te
         onLost: () => undefined,
       });
       sessions.push(session);
-      return session;
+      return withTestWrites(session);
     },
     async closeLockSessions() {
       await Promise.all(sessions.splice(0).map((session) => session.close()));

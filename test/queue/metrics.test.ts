@@ -1,7 +1,7 @@
 /** Metrics come from counters kept by triggers (DESIGN.md §8): exact, and cheap to read. */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
-import type { LockSession } from "../../src/queue/lock-session.js";
+import type { TestLockSession as LockSession } from "../helpers/db.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 
 let db: TestDb;

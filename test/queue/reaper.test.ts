@@ -196,7 +196,7 @@ describe("stale reaper", () => {
 
   it("the reaper loop shuts down cleanly with its worker", async () => {
     const worker = await startWorker(db, { runReaper: true });
-    await waitForEvent(worker, "poll:claimed");
+    await waitForEvent(worker, "claim:returned");
     const report = await worker.stop();
     assert.deepEqual(report, { releasedJobIds: [], abandonedJobIds: [] });
     // No session of this worker is left open.

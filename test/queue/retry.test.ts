@@ -4,8 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import type { LockSession } from "../../src/queue/lock-session.js";
 import { writeFailures } from "../../src/queue/sql/finish.js";
+import type { TestLockSession as LockSession } from "../helpers/db.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent, waitForEvents } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";

@@ -30,7 +30,7 @@ describe("dispatch", () => {
   it("NOTIFY wakes an idle worker well before the poll interval", async () => {
     const worker = await startWorker(db, { config: { pollIntervalSeconds: 30 } });
     try {
-      await waitForEvent(worker, "poll:claimed"); // the start-up claim found nothing
+      await waitForEvent(worker, "claim:returned"); // the start-up claim found nothing
       const started = performance.now();
       const done = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job?.id);
       const job = await db.ledger.addJob({ type: "noop" });
@@ -71,7 +71,7 @@ describe("dispatch", () => {
       const mine = await db.ledger.addJob({ type: "mine" });
       await done;
       // A claim after both inserts ran and did not take the other job.
-      await waitForEvent(worker, "poll:claimed");
+      await waitForEvent(worker, "claim:returned");
       assert.equal((await db.ledger.getJob(other.id))?.status, "pending");
       assert.equal((await db.ledger.getJob(mine.id))?.status, "done");
     } finally {
@@ -86,7 +86,7 @@ describe("dispatch", () => {
       const noop = await db.ledger.addJob({ type: "noop" });
       const echo = await db.ledger.addJob({ type: "echo", payload: 1 });
       await done;
-      await waitForEvent(worker, "poll:claimed");
+      await waitForEvent(worker, "claim:returned");
       assert.equal((await db.ledger.getJob(noop.id))?.status, "pending");
     } finally {
       await worker.stop();
@@ -137,7 +137,7 @@ describe("dispatch", () => {
         const lost = waitForEvent(worker, "session:lost");
         const restored = waitForEvent(worker, "session:restored");
         // The first run is aborted and its result refused; the reaper hands the job out again.
-        const fenced = waitForEvent<[{ id: number; kind: string }]>(
+        const fenced = waitForEvent<[{ id: number; write: string; reason: string }]>(
           worker,
           "job:fenced",
           (e) => e.id === job.id,
@@ -150,7 +150,7 @@ describe("dispatch", () => {
         await lost;
         await restored;
         const [refused] = await fenced;
-        assert.equal(refused.kind, "session lost");
+        assert.equal(refused.reason, "session_lost");
         await done;
         const finished = await db.ledger.getJob(job.id);
         assert.equal(finished?.status, "done");

@@ -239,7 +239,7 @@ it("a NOTIFY during a slow schema check starts no claim: a worker refused for it
     new Ledger(busy, schema),
   );
   const claims: unknown[] = [];
-  worker.on("poll:claimed", (e) => claims.push(e));
+  worker.on("claim:returned", (e) => claims.push(e));
   try {
     const started = worker.start().then(
       () => null,

@@ -15,9 +15,9 @@ after(async () => {
 
 it("jobs claimed by a claim still in flight when stop() begins are given back and reported", async () => {
   const worker = await startWorker(db, { config: { workerCount: 2, prefetch: 10 } });
-  await waitForEvent(worker, "poll:claimed"); // the start-up claim found nothing
+  await waitForEvent(worker, "claim:returned"); // the start-up claim found nothing
   // Jobs due in an hour: their insert's notification wakes the worker, whose claim finds nothing.
-  const insertNoticed = waitForEvent(worker, "poll:claimed");
+  const insertNoticed = waitForEvent(worker, "claim:returned");
   const jobs = await db.ledger.addJobs(
     Array.from({ length: 5 }, () => ({ type: "noop", runAt: new Date(Date.now() + 3_600_000) })),
   );

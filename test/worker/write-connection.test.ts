@@ -95,13 +95,13 @@ describe("a lock session's two connections", () => {
         [job.id],
         "the lock still keeps anyone else from running the job",
       );
-      const fenced = waitForEvent<[{ id: number; kind: string }]>(
+      const fenced = waitForEvent<[{ id: number; write: string; reason: string }]>(
         worker,
         "job:fenced",
         (e) => e.id === job.id,
       );
       held.open();
-      assert.equal((await fenced)[0].kind, "claim lost");
+      assert.equal((await fenced)[0].reason, "claim_lost");
       await until(async () => (await db.ledger.heldJobLocks()).length === 0, 20_000, "the lock released");
       const row = await db.ledger.getJob(job.id);
       assert.deepEqual([row?.status, row?.workerId], ["running", "someone-else"], "nothing written");

@@ -1,0 +1,348 @@
+/**
+ * The dispatcher of one lane: the claim loop, the bounded buffer of claimed jobs, the handler
+ * slots, and running one handler (its AbortSignal, its outcome handed to the outcome writer).
+ */
+import type { ResolvedConfig } from "../config.js";
+import { HandlerMissingError, JobAbortedError, type JobAbortReason } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { ClaimedJob, ClaimRef } from "../queue/lock-session.js";
+import { jsonBytes, MAX_PAYLOAD_BYTES, toStorableJson } from "../queue/validate.js";
+import type { WorkerEmitter } from "./events.js";
+import { JobBuffer } from "./job-buffer.js";
+import type { LaneState } from "./lane.js";
+import type { OutcomeWriter } from "./outcome-writer.js";
+import type { HandlerRegistry } from "./registry.js";
+import type { SessionSupervisor } from "./session-supervisor.js";
+
+/** A job whose handler runs. */
+export interface RunningJob {
+  job: ClaimedJob;
+  /** The session generation it was claimed under (see `SessionSupervisor.generation`). */
+  generation: number;
+  controller: AbortController;
+  startedAt: number;
+  /**
+   * Set when its outcome must not be written: given back at the shutdown deadline, its lock
+   * session lost, or its claim gone at a heartbeat. Abandoned jobs get no more heartbeats.
+   */
+  abandoned: false | JobAbortReason;
+}
+
+/** What the dispatcher reads of its lane. */
+export interface DispatcherLane {
+  readonly state: LaneState;
+}
+
+export class Dispatcher {
+  /** Claimed jobs not started yet, all of the current generation (a lost session clears it). */
+  private readonly buffer = new JobBuffer();
+  private readonly running = new Map<number, RunningJob>();
+  private wakeRequested = false;
+  private claiming: Promise<void> | null = null;
+  private retryWake: { at: number; timer: NodeJS.Timeout } | null = null;
+  private idleWaiters: (() => void)[] = [];
+  /** Jobs a claim in flight at stop() brought back: given back at once, part of the stop report. */
+  readonly claimedWhileDraining: number[] = [];
+
+  constructor(
+    private readonly lane: DispatcherLane,
+    private readonly supervisor: SessionSupervisor,
+    private readonly writer: OutcomeWriter,
+    private readonly registry: HandlerRegistry,
+    private readonly config: ResolvedConfig,
+    private readonly types: readonly string[],
+    /** Jobs this lane may hold at once (buffered, running, or with an outcome to write). */
+    public prefetch: number,
+    private readonly events: WorkerEmitter,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Handlers currently running. */
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  /** Jobs whose advisory lock this lane holds or is about to release. */
+  private get heldCount(): number {
+    return this.buffer.length + this.running.size + this.writer.queuedOutcomes;
+  }
+
+  /** The claim in flight, if any (stop waits for it). */
+  get claimInFlight(): Promise<void> | null {
+    return this.claiming;
+  }
+
+  /** True while the job's handler runs and its outcome may still be written. */
+  isRunning(id: number): boolean {
+    return this.running.get(id)?.abandoned === false;
+  }
+
+  /** Asks for a claim as soon as there is room. */
+  wake(): void {
+    this.wakeRequested = true;
+    this.claimLoop();
+  }
+
+  /** Wakes once at the earliest retry due time this lane knows of (retries do not NOTIFY). */
+  wakeIn(seconds: number): void {
+    const at = Date.now() + seconds * 1000;
+    if (this.retryWake && this.retryWake.at <= at) return;
+    if (this.retryWake) clearTimeout(this.retryWake.timer);
+    const timer = setTimeout(
+      () => {
+        this.retryWake = null;
+        this.wake();
+      },
+      seconds * 1000 + 5,
+    );
+    this.retryWake = { at, timer };
+  }
+
+  /** Disarms the retry wake-up (stop: nothing is left to wake). */
+  cancelRetryWake(): void {
+    if (this.retryWake) clearTimeout(this.retryWake.timer);
+    this.retryWake = null;
+  }
+
+  /**
+   * Claims as many jobs as there is room for, when asked to, the lane runs and no claim is in
+   * flight.
+   *
+   * Rule (c): a written batch is reported (its events) before a re-claim of the same job is
+   * announced or run: a claim waits for the reports of the jobs it took that are still
+   * unreported (`OutcomeWriter.reportsOf`), so events come in attempt order. Proved by
+   * test/queue/retry.test.ts "a failed attempt is reported before its retry is claimed, even with
+   * no backoff under load" (1 and 2 lock sessions).
+   */
+  claimLoop(): void {
+    if (this.claiming || this.lane.state !== "running" || !this.wakeRequested) return;
+    const session = this.supervisor.usable;
+    if (!session) return;
+    const free = this.prefetch - this.heldCount;
+    if (free <= 0) return;
+    this.wakeRequested = false;
+    const generation = this.supervisor.generation;
+    this.claiming = (async () => {
+      try {
+        const jobs = await session.claim(this.types, free);
+        const reports = this.writer.reportsOf(jobs);
+        if (reports) await reports;
+        this.events.emit("claim:returned", { claimed: jobs.length, requested: free });
+        if (jobs.length === free) this.wakeRequested = true;
+        if (jobs.length > 0) this.events.emit("job:claimed", { jobs });
+        // (a session lost meanwhile took the locks with it: the reaper returns the jobs)
+        if (generation === this.supervisor.generation) this.accept(jobs);
+      } catch (error) {
+        // A failed claim may have taken advisory locks it never reports: drop the session, which
+        // releases every lock it held, and let the reaper return its jobs. Listeners cannot get
+        // here: every event goes through the safe emit.
+        this.logger.error({ err: error }, "claim failed; resetting the lock session");
+        this.supervisor.lose(session, error as Error);
+      } finally {
+        this.claiming = null;
+      }
+      this.dispatch();
+      this.claimLoop();
+    })();
+  }
+
+  /** Buffers claimed jobs, or gives them back at once if the lane drains meanwhile. */
+  private accept(jobs: readonly ClaimedJob[]): void {
+    if (this.lane.state === "running") {
+      for (const job of jobs) this.buffer.push(job);
+      return;
+    }
+    for (const job of jobs) {
+      this.writer.release(job);
+      this.claimedWhileDraining.push(job.id);
+    }
+  }
+
+  /** Starts handlers from the buffer while there is a free slot and the lane runs. */
+  dispatch(): void {
+    while (
+      this.lane.state === "running" &&
+      this.running.size < this.config.workerCount &&
+      this.buffer.length > 0
+    )
+      this.runJob(this.buffer.take() as ClaimedJob);
+  }
+
+  /** Runs a buffered job, which belongs to the current generation (see `buffer`). */
+  private runJob(job: ClaimedJob): void {
+    const controller = new AbortController();
+    const entry: RunningJob = {
+      job,
+      generation: this.supervisor.generation,
+      controller,
+      startedAt: performance.now(),
+      abandoned: false,
+    };
+    this.running.set(job.id, entry);
+    this.writer.markRunning(job);
+    const handler = this.registry.get(job.type);
+    void (async () => {
+      let result: unknown;
+      let failure: string | null = null;
+      try {
+        if (!handler) throw new HandlerMissingError([job.type]);
+        result = await handler(
+          {
+            id: job.id,
+            type: job.type,
+            payload: job.payload,
+            attempt: job.attempt,
+            maxRetries: job.maxRetries,
+          },
+          controller.signal,
+        );
+      } catch (error) {
+        failure = describeError(error);
+      }
+      this.finishJob(entry, result, failure);
+    })().catch((error: unknown) => {
+      // finishJob does not throw; should it ever, the process must not die with the other jobs.
+      this.logger.error({ err: error, jobId: job.id }, "recording a job's outcome failed");
+    });
+  }
+
+  private finishJob(entry: RunningJob, result: unknown, failure: string | null): void {
+    const { job } = entry;
+    this.running.delete(job.id);
+    const runMs = performance.now() - entry.startedAt;
+    const current = entry.generation === this.supervisor.generation;
+    if (entry.abandoned === "shutdown") {
+      this.logger.debug({ jobId: job.id }, "job given back at shutdown finished; its outcome is not written");
+    } else if (entry.abandoned || !current) {
+      this.writer.fenced(job.id, failure === null ? "complete" : "fail", entry.abandoned || "session_lost");
+      // A claim lost while its session lives: nothing is written, but the session still holds the
+      // job's lock, which kept anyone else from running it until this handler returned.
+      const session = this.supervisor.session;
+      if (entry.abandoned === "claim_lost" && current && session)
+        this.writer.waitForUnlock(session.releaseLocks([job.id]));
+    } else if (failure === null) {
+      const stored = toStorableJson(result, "result");
+      if ("json" in stored && jsonBytes(stored.json) > MAX_PAYLOAD_BYTES)
+        this.writer.fail({
+          id: job.id,
+          attempt: job.attempt,
+          error: `handler result is ${jsonBytes(stored.json)} bytes as JSON; the most a job stores is ${MAX_PAYLOAD_BYTES} (1 MiB)`,
+          runMs,
+        });
+      else if ("json" in stored)
+        this.writer.complete({ id: job.id, attempt: job.attempt, resultJson: stored.json, runMs });
+      else
+        this.writer.fail({
+          id: job.id,
+          attempt: job.attempt,
+          error: `handler result cannot be stored: ${stored.problem.field} ${stored.problem.message}`,
+          runMs,
+        });
+    } else {
+      this.writer.fail({ id: job.id, attempt: job.attempt, error: failure, runMs });
+    }
+    this.writer.scheduleFlush();
+    this.dispatch();
+    if (this.running.size === 0) this.notifyIdle();
+  }
+
+  /** The database no longer shows this worker owning a job it runs: never write its outcome. */
+  claimLost(id: number): void {
+    const entry = this.running.get(id);
+    if (!entry || entry.abandoned) return;
+    this.abandon(
+      entry,
+      "claim_lost",
+      "this worker no longer owns the job's claim; its outcome will not be written",
+    );
+    this.logger.warn({ jobId: id }, "claim lost while running; the outcome will not be written");
+  }
+
+  /** Marks a running job abandoned and aborts its handler with a typed reason. */
+  private abandon(entry: RunningJob, reason: JobAbortReason, message: string): void {
+    entry.abandoned = reason;
+    entry.controller.abort(new JobAbortedError(reason, entry.job.id, message));
+  }
+
+  /** The jobs held and not abandoned, for the heartbeat. */
+  heldRefs(): ClaimRef[] {
+    const held: ClaimRef[] = this.buffer.jobs().map((job) => ({ id: job.id, attempt: job.attempt }));
+    for (const r of this.running.values())
+      if (!r.abandoned) held.push({ id: r.job.id, attempt: r.job.attempt });
+    return held;
+  }
+
+  /** True if the job's handler runs (abandoned or not). */
+  has(id: number): boolean {
+    return this.running.has(id);
+  }
+
+  /**
+   * The lane's session was lost: its locks are gone. Drops the buffer and aborts every handler, so
+   * the reaper can hand the jobs out again once their heartbeat is stale. Returns how many.
+   */
+  dropForLostSession(): { dropped: number; running: number } {
+    const dropped = this.buffer.takeAll().length;
+    for (const entry of this.running.values())
+      if (!entry.abandoned)
+        this.abandon(entry, "session_lost", "lock session lost: this job will be run again elsewhere");
+    return { dropped, running: this.running.size };
+  }
+
+  /** Empties the buffer (stop): the jobs never started. */
+  takeUnstarted(): ClaimedJob[] {
+    return this.buffer.takeAll();
+  }
+
+  /** Resolves once no handler runs, or after `timeoutMs`. */
+  async waitIdle(timeoutMs: number): Promise<void> {
+    if (this.running.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
+  /** Resolves the waiters of {@link waitIdle} when nothing runs and nothing is held. */
+  flushed(): void {
+    if (this.running.size === 0 && this.heldCount === 0) this.notifyIdle();
+    this.claimLoop();
+  }
+
+  private notifyIdle(): void {
+    for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  /**
+   * The grace period is over: aborts every handler still running (reason `shutdown`) and returns
+   * those of the current session, whose give-back the caller queues.
+   */
+  abandonRunning(): ClaimedJob[] {
+    const current: ClaimedJob[] = [];
+    for (const entry of this.running.values()) {
+      if (entry.abandoned) continue;
+      this.abandon(entry, "shutdown", "worker shutting down: grace period over");
+      if (entry.generation === this.supervisor.generation) current.push(entry.job);
+    }
+    return current;
+  }
+}
+
+/** A failed attempt's error text: `Name: message`, NUL-free and at most 4,000 characters. */
+export function describeError(error: unknown): string {
+  let text: string;
+  try {
+    text =
+      error instanceof Error
+        ? `${error.name === "Error" ? "" : `${error.name}: `}${error.message}`
+        : String(error);
+  } catch {
+    // A thrown value with no way to become a string (Object.create(null), a throwing toString).
+    text = "handler threw a value that cannot be turned into a message";
+  }
+  return String(text).replaceAll("\u0000", "\\u0000").slice(0, 4000) || "handler failed without a message";
+}

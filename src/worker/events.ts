@@ -1,0 +1,120 @@
+/**
+ * The worker's typed event map, and the one emitter every worker event goes through. Emitting
+ * never throws into the runtime: a listener's throw is caught, logged and counted, and neither
+ * changes a job's fate nor keeps the other listeners or the other events of a batch from running
+ * (STYLE.md rule 8; graphile-worker's `safeEmit`).
+ */
+import { EventEmitter } from "node:events";
+import type { Logger } from "../log.js";
+import type { ClaimedJob, FailedStatus } from "../queue/lock-session.js";
+import type { Job } from "../queue/types.js";
+
+/**
+ * Which outcome write of a job the fence refused or the worker dropped. (A refused running mark is
+ * not reported by itself: the job's claim is lost, and its outcome write is then reported with
+ * reason `claim_lost`.)
+ */
+export type FencedWrite = "complete" | "fail" | "release";
+
+/**
+ * Why a job's write was not applied:
+ * - `refused`: the fence refused it (this worker no longer owns the claim in the database);
+ * - `session_lost`: the lock session that held the job's lock was lost before the write went out;
+ * - `write_failed`: the batch's statement failed (the session is reset);
+ * - `claim_lost`: the job's claim was found taken away while its handler ran (a refused heartbeat
+ *   or running mark), so its outcome is never written.
+ */
+export type FenceReason = "refused" | "session_lost" | "write_failed" | "claim_lost";
+
+/** What {@link Worker.stop} did with the jobs it held. */
+export interface StopReport {
+  /** Claimed jobs never started, given back to pending. */
+  releasedJobIds: number[];
+  /** Jobs still running at the grace deadline: aborted and given back to pending. */
+  abandonedJobIds: number[];
+}
+
+/** Events a worker emits; tests and metrics subscribe instead of polling. */
+export interface WorkerEvents {
+  "worker:started": [{ workerId: string }];
+  /** A claim took these jobs; their handlers start from here on. */
+  "job:claimed": [{ jobs: ClaimedJob[] }];
+  "job:completed": [{ id: number }];
+  /** A failed attempt was written: `pending` (will retry) or `dead` (retries exhausted). */
+  "job:failed": [{ id: number; error: string; status: FailedStatus }];
+  "job:released": [{ id: number }];
+  /** A write for this job was refused by the fence, or dropped (see {@link FenceReason}). */
+  "job:fenced": [{ id: number; write: FencedWrite; reason: FenceReason }];
+  "session:lost": [{ error: Error }];
+  "session:restored": [];
+  "listener:reconnected": [];
+  /** A claim returned (`claimed` of the `requested` jobs): after every claim, woken or polled. */
+  "claim:returned": [{ claimed: number; requested: number }];
+  "reaper:reaped": [{ jobs: Job[] }];
+  "worker:stopped": [StopReport];
+}
+
+type Listener = (...args: unknown[]) => unknown;
+
+/** EventEmitter's own emit, which the safe emit wraps. */
+const superEmit = EventEmitter.prototype.emit as (
+  this: EventEmitter,
+  event: string,
+  ...args: unknown[]
+) => boolean;
+
+/**
+ * An EventEmitter of {@link WorkerEvents} whose `emit` never throws: each listener runs in its own
+ * try/catch. A throw is logged at error level naming the event and counted in
+ * {@link listenerErrors}.
+ */
+export class WorkerEmitter extends EventEmitter<WorkerEvents> {
+  private thrown = 0;
+
+  constructor(protected readonly logger: Logger) {
+    super();
+  }
+
+  /** How many times a listener of one of these events has thrown. */
+  get listenerErrors(): number {
+    return this.thrown;
+  }
+
+  /**
+   * Calls every listener of `event`, each in its own try/catch. Returns whether it had any.
+   * One listener (the usual case) runs through EventEmitter's own path, without a copy; every
+   * event has at most one argument, so no rest array is built per emit.
+   */
+  override emit<K extends keyof WorkerEvents>(event: K, ...args: WorkerEvents[K]): boolean;
+  override emit(event: keyof WorkerEvents, arg?: unknown): boolean {
+    const count = this.listenerCount(event);
+    if (count === 0) return false;
+    if (count === 1) {
+      try {
+        return arg === undefined ? superEmit.call(this, event) : superEmit.call(this, event, arg);
+      } catch (error) {
+        this.listenerThrew(event, error);
+        return true;
+      }
+    }
+    // rawListeners: `once` wrappers, which remove themselves when called.
+    for (const listener of this.rawListeners(event) as Listener[]) {
+      try {
+        if (arg === undefined) listener.call(this);
+        else listener.call(this, arg);
+      } catch (error) {
+        this.listenerThrew(event, error);
+      }
+    }
+    return true;
+  }
+
+  private listenerThrew(event: string, error: unknown): void {
+    this.thrown++;
+    try {
+      this.logger.error({ err: error, event }, `a listener of ${event} threw; the worker carries on`);
+    } catch {
+      // A logger that throws must not turn the listener's throw into the runtime's.
+    }
+  }
+}

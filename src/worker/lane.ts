@@ -1,0 +1,285 @@
+/**
+ * One lane of a worker: one lock session (and its supervisor), one LISTEN connection, the poll,
+ * heartbeat and (on lane 1) reaper timers, composed with its dispatcher and outcome writer. Its
+ * lifecycle is {@link LaneState}, changed only by the transition functions below.
+ */
+import type { ResolvedConfig } from "../config.js";
+import { WorkerStateError } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { Ledger } from "../queue/ledger.js";
+import type { WorkerIdentity } from "../queue/lock-session.js";
+import { Dispatcher } from "./dispatcher.js";
+import type { StopReport, WorkerEmitter } from "./events.js";
+import { NotifyListener } from "./listener.js";
+import { OutcomeWriter, type UnreportedReports } from "./outcome-writer.js";
+import type { HandlerRegistry } from "./registry.js";
+import { SessionSupervisor } from "./session-supervisor.js";
+import { drainLane } from "./shutdown.js";
+
+/**
+ * - `created`: nothing opened;
+ * - `starting`: opening its session and LISTEN, or open and waiting for the other lanes (it claims
+ *   nothing yet, so no job event comes before `Worker.start()` resolves);
+ * - `running`: claims and runs jobs;
+ * - `draining`: stop() began: claims nothing more, gives back what it holds, closes;
+ * - `stopped`: everything closed;
+ * - `failed`: start failed; everything it opened is closed.
+ */
+export type LaneState = "created" | "starting" | "running" | "draining" | "stopped" | "failed";
+
+/** Everything a lane needs from its worker. */
+export interface LaneOptions {
+  /** The lane's id: the worker's id, or `<worker id>/<n>` when the worker has several lanes. */
+  id: string;
+  /** This lane's share: `workerCount` handler slots and `prefetch` jobs held at most. */
+  config: ResolvedConfig & { databaseUrl: string };
+  prefetch: number;
+  /** The share of the server's lock table the lane's prefetch is capped to (1/n). */
+  lockTableShare: number;
+  types: string[];
+  registry: HandlerRegistry;
+  ledger: Ledger;
+  logger: Logger;
+  runReaper: boolean;
+  /** The worker, whose safe emit every lane event goes through. */
+  events: WorkerEmitter;
+  unreported: UnreportedReports;
+  identity: WorkerIdentity;
+}
+
+export class Lane {
+  private laneState: LaneState = "created";
+  private readonly typeSet: Set<string>;
+  readonly supervisor: SessionSupervisor;
+  readonly writer: OutcomeWriter;
+  readonly dispatcher: Dispatcher;
+  listener: NotifyListener | null = null;
+  reaping: Promise<void> | null = null;
+  private timers: NodeJS.Timeout[] = [];
+  private stopping: Promise<StopReport> | null = null;
+
+  constructor(private readonly options: LaneOptions) {
+    const { config, events, logger } = options;
+    this.typeSet = new Set(options.types);
+    this.supervisor = new SessionSupervisor(config, options.id, logger, events, {
+      onLost: (error) => this.sessionLost(error),
+      onRestored: () => {
+        this.dispatcher.wake();
+        void this.heartbeat();
+      },
+      mayReconnect: () => this.laneState === "starting" || this.laneState === "running",
+    });
+    this.writer = new OutcomeWriter(this.supervisor, config, events, logger, options.unreported, {
+      isRunning: (id) => this.dispatcher.isRunning(id),
+      claimLost: (id) => this.dispatcher.claimLost(id),
+      claimMore: () => this.dispatcher.claimLoop(),
+      retryDueIn: (seconds) => this.dispatcher.wakeIn(seconds),
+      flushed: () => this.dispatcher.flushed(),
+    });
+    this.dispatcher = new Dispatcher(
+      this,
+      this.supervisor,
+      this.writer,
+      options.registry,
+      config,
+      options.types,
+      options.prefetch,
+      events,
+      logger,
+    );
+  }
+
+  /** The lane's lifecycle state (see {@link LaneState}). */
+  get state(): LaneState {
+    return this.laneState;
+  }
+
+  /** The lane's worker id (its row in `workers`, its connections' application name). */
+  get id(): string {
+    return this.options.id;
+  }
+
+  /** Transition `from` → `to`. @throws {WorkerStateError} from any other state. */
+  private transition(from: readonly LaneState[], to: LaneState): void {
+    if (!from.includes(this.laneState))
+      throw new WorkerStateError(`lane ${this.options.id} cannot go from ${this.laneState} to ${to}`);
+    this.laneState = to;
+  }
+
+  /**
+   * created → starting: opens the lock session and LISTEN while `schemaChecked` settles, then
+   * writes the worker row (on a schema that passed the check) and arms the timers. The lane stays
+   * `starting` (claiming nothing) until {@link run}. On failure → failed, with everything closed.
+   * @throws the schema check's error, or the first connection error.
+   */
+  async start(schemaChecked: Promise<void>): Promise<void> {
+    this.transition(["created"], "starting");
+    const { config, logger } = this.options;
+    const listener = new NotifyListener({
+      connectionString: config.databaseUrl,
+      channel: config.notifyChannel,
+      logger,
+      onNotify: (payload) => this.onNotify(payload),
+      onReconnect: () => {
+        this.options.events.emit("listener:reconnected");
+        this.dispatcher.wake();
+      },
+    });
+    this.listener = listener;
+    const results = await Promise.allSettled([schemaChecked, this.supervisor.open(), listener.start()]);
+    const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    try {
+      if (failure) throw failure.reason;
+      await this.supervisor.session?.heartbeat(this.options.identity, 0, []);
+    } catch (error) {
+      await this.fail();
+      throw error;
+    }
+    this.capPrefetch();
+    this.every(config.pollIntervalSeconds, true, () => this.dispatcher.wake());
+    this.every(config.heartbeatIntervalSeconds, false, () => void this.heartbeat());
+    if (this.options.runReaper) this.every(config.reaperIntervalSeconds, true, () => void this.reap());
+    logger.info(
+      {
+        workerId: this.options.id,
+        types: this.options.types,
+        concurrency: config.workerCount,
+        prefetch: this.dispatcher.prefetch,
+      },
+      "lock session started",
+    );
+  }
+
+  /** starting → failed: closes whatever start opened; a session lost meanwhile is not reopened. */
+  private async fail(): Promise<void> {
+    this.transition(["starting"], "failed");
+    await this.supervisor.halt();
+    await this.listener?.stop();
+    await this.supervisor.close(false);
+  }
+
+  /** starting → running: the lane claims from here on (first the claim it was woken for). */
+  run(): void {
+    if (this.laneState !== "starting") return;
+    this.transition(["starting"], "running");
+    this.dispatcher.wake();
+  }
+
+  /**
+   * → draining → stopped (see shutdown.ts); from created or failed straight to stopped with an
+   * empty report. Idempotent: repeated calls return the same promise. Never throws.
+   */
+  stop(graceSeconds: number): Promise<StopReport> {
+    this.stopping ??= this.drain(graceSeconds);
+    return this.stopping;
+  }
+
+  private async drain(graceSeconds: number): Promise<StopReport> {
+    if (this.laneState === "created" || this.laneState === "failed") {
+      this.laneState = "stopped";
+      return { releasedJobIds: [], abandonedJobIds: [] };
+    }
+    this.transition(["starting", "running"], "draining");
+    const report = await drainLane(this, graceSeconds);
+    this.transition(["draining"], "stopped");
+    return report;
+  }
+
+  /** Wakes the lane's claim loop (a NOTIFY, a poll, or `Worker.wake`). */
+  wake(): void {
+    this.dispatcher.wake();
+  }
+
+  /** Handlers currently running. */
+  get runningCount(): number {
+    return this.dispatcher.runningCount;
+  }
+
+  /** Clears the poll, heartbeat and reaper timers. */
+  stopTimers(): void {
+    for (const timer of this.timers) clearTimeout(timer);
+  }
+
+  /** The worker's logger (for the stop procedure). */
+  get logger(): Logger {
+    return this.options.logger;
+  }
+
+  /** Keeps the prefetch within this lane's share of the server's lock table. */
+  private capPrefetch(): void {
+    const session = this.supervisor.session;
+    if (!session) return;
+    const cap = Math.max(1, Math.floor(session.lockTableSlots / this.options.lockTableShare));
+    if (this.dispatcher.prefetch > cap) {
+      this.options.logger.warn(
+        { prefetch: this.dispatcher.prefetch, cap },
+        "prefetch capped to stay within the lock table",
+      );
+      this.dispatcher.prefetch = cap;
+    }
+  }
+
+  /** The session is gone: drop what it held (the supervisor then emits `session:lost`). */
+  private sessionLost(error: Error): void {
+    this.writer.dropQueued();
+    const { dropped, running } = this.dispatcher.dropForLostSession();
+    this.options.logger.error(
+      { err: error, dropped, running },
+      "lock session lost; its jobs will be reclaimed by the reaper",
+    );
+  }
+
+  private onNotify(payload: string): void {
+    if (payload === "*" || payload.split(",").some((type) => this.typeSet.has(type))) this.dispatcher.wake();
+  }
+
+  /** Runs `fn` every `seconds` (± 10 % when `jitter`), until the lane drains. */
+  private every(seconds: number, jitter: boolean, fn: () => void): void {
+    const slot = this.timers.length;
+    const arm = () => {
+      const factor = jitter ? 0.9 + Math.random() * 0.2 : 1;
+      this.timers[slot] = setTimeout(
+        () => {
+          if (this.laneState !== "starting" && this.laneState !== "running") return;
+          fn();
+          arm();
+        },
+        seconds * 1000 * factor,
+      );
+    };
+    arm();
+  }
+
+  /** Upserts the worker row and touches every held job; a job no longer held has lost its claim. */
+  private async heartbeat(): Promise<void> {
+    const session = this.supervisor.usable;
+    if (!session) return;
+    const held = this.dispatcher.heldRefs();
+    try {
+      const alive = await session.heartbeat(this.options.identity, this.writer.fencedWrites, held);
+      for (const ref of held)
+        if (!alive.has(ref.id) && this.dispatcher.has(ref.id)) this.dispatcher.claimLost(ref.id);
+    } catch (error) {
+      if (!session.isLost) this.options.logger.warn({ err: error }, "heartbeat failed");
+    }
+  }
+
+  /** One stale-reaper pass (DESIGN.md §6), unless one is in flight. */
+  private async reap(): Promise<void> {
+    if (this.reaping) return;
+    this.reaping = (async () => {
+      try {
+        const jobs = await this.options.ledger.reapStale(this.options.config);
+        if (jobs.length > 0) {
+          this.options.logger.warn({ jobIds: jobs.map((j) => j.id) }, "reaper reclaimed stale jobs");
+          this.options.events.emit("reaper:reaped", { jobs });
+        }
+      } catch (error) {
+        this.options.logger.warn({ err: error }, "reaper pass failed");
+      } finally {
+        this.reaping = null;
+      }
+    })();
+    await this.reaping;
+  }
+}

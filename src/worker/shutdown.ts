@@ -1,0 +1,56 @@
+/**
+ * The graceful stop of one lane (DESIGN.md §6): stop claiming, give back claimed jobs not started,
+ * let running handlers finish within the grace period, then abort the rest and give them back to
+ * pending; release every lock, delete the worker row, close connections.
+ */
+import type { Logger } from "../log.js";
+import type { Dispatcher } from "./dispatcher.js";
+import type { StopReport } from "./events.js";
+import type { NotifyListener } from "./listener.js";
+import type { OutcomeWriter } from "./outcome-writer.js";
+import type { SessionSupervisor } from "./session-supervisor.js";
+
+/** The parts of a lane its stop goes through, in this order. */
+export interface DrainingLane {
+  /** Clears the poll, heartbeat and reaper timers. */
+  stopTimers(): void;
+  supervisor: SessionSupervisor;
+  listener: NotifyListener | null;
+  dispatcher: Dispatcher;
+  writer: OutcomeWriter;
+  /** The reaper pass in flight, if any. */
+  reaping: Promise<void> | null;
+  logger: Logger;
+}
+
+/**
+ * Drains a lane that has entered `draining` (so it claims nothing more) and closes it. Never
+ * throws. `graceSeconds` 0 aborts running handlers at once.
+ */
+export async function drainLane(lane: DrainingLane, graceSeconds: number): Promise<StopReport> {
+  const { supervisor, dispatcher, writer } = lane;
+  lane.stopTimers();
+  // A reconnect in flight ends first: its session, if it opened, is closed below.
+  await supervisor.halt();
+  dispatcher.cancelRetryWake();
+  await lane.listener?.stop();
+  await dispatcher.claimInFlight;
+  const unstarted = dispatcher.takeUnstarted();
+  const releasedJobIds = [...dispatcher.claimedWhileDraining, ...unstarted.map((job) => job.id)];
+  for (const job of unstarted) writer.release(job);
+  writer.scheduleFlush();
+
+  await dispatcher.waitIdle(graceSeconds * 1000);
+  const abandoned = dispatcher.abandonRunning();
+  const abandonedJobIds = abandoned.map((job) => job.id);
+  for (const job of abandoned) writer.release(job);
+  if (abandonedJobIds.length > 0)
+    lane.logger.warn({ jobIds: abandonedJobIds }, "jobs still running at the grace deadline were given back");
+  writer.scheduleFlush();
+  await writer.drain();
+  await lane.reaping;
+  // A failure in the last flush may have armed a retry wake-up; nothing is left to wake.
+  dispatcher.cancelRetryWake();
+  await supervisor.close(true);
+  return { releasedJobIds, abandonedJobIds };
+}
