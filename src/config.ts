@@ -368,17 +368,9 @@ function stripUndefined(options: TaskQueueOptions): TaskQueueOptions {
 }
 
 /**
- * Environment variable behind each option, with its default (undefined: none) and description,
- * for `--help` and the README. Read from {@link CONFIG_SCHEMA}, in its order.
+ * Environment variable behind each option, with its default (undefined: none), for `--help` and
+ * the README. Read from {@link CONFIG_SCHEMA}, in its order; each property's `description` is there.
  */
-export function environmentVariables(): {
-  field: string;
-  env: string;
-  default: unknown;
-  description: string;
-}[] {
-  return FIELDS.map((field) => {
-    const schema = PROPERTIES[field];
-    return { field, env: schema.env, default: schema.default, description: schema.description ?? "" };
-  });
+export function environmentVariables(): { field: string; env: string; default: unknown }[] {
+  return FIELDS.map((field) => ({ field, env: PROPERTIES[field].env, default: PROPERTIES[field].default }));
 }

@@ -90,7 +90,7 @@ function handleDetails(): string[] {
 interface Created {
   type: string;
   stack: string;
-  resource: { hasRef?: () => boolean };
+  resource: { hasRef?: () => boolean; _destroyed?: boolean };
 }
 const created = new Map<number, Created>();
 if (process.env.TEST_LEAK_STACKS) {
@@ -108,9 +108,14 @@ if (process.env.TEST_LEAK_STACKS) {
 }
 
 function creationStacks(): string[] {
-  return [...created.values()]
-    .filter((c) => c.type !== "Timeout" || c.resource.hasRef?.() !== false)
-    .map((c) => `${c.type} created at:\n${c.stack}`);
+  return (
+    [...created.values()]
+      // A timer that fired or was cleared (destroy is emitted later), or is unref'd, is no leak;
+      // nor is the guard's own polling timer.
+      .filter((c) => c.type !== "Timeout" || (c.resource.hasRef?.() !== false && !c.resource._destroyed))
+      .filter((c) => !c.stack.includes("assertNothingLeaked"))
+      .map((c) => `${c.type} created at:\n${c.stack}`)
+  );
 }
 
 /**
