@@ -2,17 +2,33 @@
 // With DATABASE_URL set, the tests use that server; without it, they start an embedded
 // PostgreSQL 16 on a free port with throw-away data, and stop it afterwards.
 // Each test file creates and drops its own schema, so files run in parallel.
+//
+// Arguments filter the files: `npm test -- config` runs the test files whose path contains
+// "config". An argument naming an existing file (say dist/test/fixtures/leaky-file.js) runs that
+// file as it is, whatever its name: test/leak-guard.test.ts runs its fixtures so.
+//
+// Every file's process loads the leak guard (dist/test/helpers/leak-guard.js, `--import`): a file
+// that leaves a socket, timer or child process alive after its tests fails, naming it; and
+// `--test-force-exit` ends a file's process once its tests are done, so a leak never hangs the run.
 import { spawn } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 
-const files = readdirSync("dist/test", { recursive: true })
-  .map(String)
-  .filter((f) => f.endsWith(".test.js"))
-  .filter((f) => process.argv.length <= 2 || process.argv.slice(2).some((arg) => f.includes(arg)))
-  .sort()
-  .map((f) => join("dist/test", f));
+const args = process.argv.slice(2);
+const explicit = args.filter((arg) => existsSync(arg) && statSync(arg).isFile());
+const filters = args.filter((arg) => !explicit.includes(arg));
+const found =
+  explicit.length > 0 && filters.length === 0
+    ? []
+    : readdirSync("dist/test", { recursive: true })
+        .map(String)
+        .filter((f) => f.endsWith(".test.js"))
+        .filter((f) => filters.length === 0 || filters.some((arg) => f.includes(arg)))
+        .sort()
+        .map((f) => join("dist/test", f));
+const files = [...explicit, ...found];
 
 let embedded;
 const env = { ...process.env };
@@ -30,7 +46,12 @@ if (!env.DATABASE_URL) {
 }
 
 const concurrency = Math.max(2, availableParallelism());
-const child = spawn(process.execPath, ["--test", `--test-concurrency=${concurrency}`, ...files], {
+const guard = pathToFileURL(resolve("dist/test/helpers/leak-guard.js")).href;
+// --test-force-exit came with Node 20.14 and 22.0 (package.json allows 20.10).
+const [major, minor] = process.versions.node.split(".").map(Number);
+const forceExit = major > 20 || (major === 20 && minor >= 14) ? ["--test-force-exit"] : [];
+const nodeArgs = ["--test", `--test-concurrency=${concurrency}`, ...forceExit, "--import", guard, ...files];
+const child = spawn(process.execPath, nodeArgs, {
   stdio: "inherit",
   env,
 });

@@ -1,8 +1,13 @@
 /**
  * Configuration: one typed options object for the library, filled from environment variables by
- * the CLI. Rules come from DESIGN.md §9; every bad value is reported with the variable or field
- * that holds it (a {@link ConfigError}), at start-up, before anything connects.
+ * the CLI. Rules come from DESIGN.md §9 and live in one TypeBox schema, {@link CONFIG_SCHEMA}:
+ * each property carries its environment variable (`env`), default, range, pattern or enum, and a
+ * description. Every bad value is reported with the variable or field that holds it (a
+ * {@link ConfigError}), at start-up, before anything connects. Nothing is registered with
+ * TypeBox's global registries (no format, no kind): the schema uses built-in kinds only.
  */
+import { type Static, type TSchema, Type } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
 import { ConfigError } from "./errors.js";
 
 /** Log levels understood by the logger (pino's names). */
@@ -58,133 +63,206 @@ export interface ResolvedConfig {
 /** The library's options object: any subset of {@link ResolvedConfig}. */
 export type TaskQueueOptions = Partial<ResolvedConfig>;
 
-const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+const LOG_LEVELS = [
+  "fatal",
+  "error",
+  "warn",
+  "info",
+  "debug",
+  "trace",
+  "silent",
+] as const satisfies readonly LogLevel[];
 
-interface NumberRule {
-  kind: "number";
-  env: string;
-  min: number;
-  max: number;
-  integer: boolean;
-  default: number | undefined;
-}
-interface StringRule {
-  kind: "string";
-  env: string;
-  default: string | undefined;
-  pattern?: RegExp;
-  hint?: string;
-}
-interface BooleanRule {
-  kind: "boolean";
-  env: string;
-  default: boolean;
-}
-interface EnumRule {
-  kind: "enum";
-  env: string;
-  values: readonly string[];
-  default: string;
-}
-type Rule = NumberRule | StringRule | BooleanRule | EnumRule;
-
-const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
-const seconds = (env: string, def: number, min = 0.001, max = 86_400): NumberRule => ({
-  kind: "number",
-  env,
-  min,
-  max,
-  integer: false,
-  default: def,
-});
-
-/** Every option, its environment variable, range and default (DESIGN.md §6 and §9). */
 /** The most handlers one worker process runs at once (`WORKER_COUNT`). */
 export const MAX_WORKER_COUNT = 10_000;
 
-const RULES: { [K in keyof ResolvedConfig]: Rule } = {
-  databaseUrl: { kind: "string", env: "DATABASE_URL", default: undefined },
-  schema: {
-    kind: "string",
+/** Lower-case SQL identifier: what `schema` and `notifyChannel` accept. */
+const IDENTIFIER = "^[a-z_][a-z0-9_]{0,62}$";
+
+/** Keywords of our own on each property: its variable, and the words naming its pattern. */
+interface ConfigKeywords {
+  /** Environment variable behind the option, e.g. `"PORT"`. */
+  env: string;
+  /** What the pattern means, for the message refusing a value that does not match it. */
+  patternHint?: string;
+}
+
+const seconds = (env: string, def: number, what: string, minimum = 0.001, maximum = 86_400) =>
+  Type.Number({
+    env,
+    default: def,
+    minimum,
+    maximum,
+    description: `${what}. Default ${def} s; seconds, from ${minimum} to ${maximum}.`,
+  });
+
+/**
+ * Every option: its environment variable (`env`), default, range (`minimum`/`maximum`, whole
+ * numbers as `Type.Integer`), pattern or enum, and a description giving default and unit
+ * (DESIGN.md §6 and §9). Options without a default (`databaseUrl`, `prefetch`) are optional.
+ * Cross-field rules (schema not `public`, max ≥ base, stale > heartbeat, URL scheme) are checked
+ * by {@link resolveConfig} after the schema. The property order is the order of the checks.
+ */
+export const CONFIG_SCHEMA = Type.Object({
+  databaseUrl: Type.Optional(
+    Type.String({
+      env: "DATABASE_URL",
+      minLength: 1,
+      description:
+        "PostgreSQL connection string (postgres:// or postgresql://). No default: the CLI starts an embedded PostgreSQL.",
+    }),
+  ),
+  schema: Type.String({
     env: "TASKQUEUE_SCHEMA",
     default: "taskqueue",
+    minLength: 1,
     pattern: IDENTIFIER,
-    hint: "a lower-case SQL identifier (letters, digits, _), not starting with a digit",
-  },
-  notifyChannel: {
-    kind: "string",
+    patternHint: "a lower-case SQL identifier (letters, digits, _), not starting with a digit",
+    description: 'Schema holding every taskqueue table. Default "taskqueue"; never public or pg_*.',
+  }),
+  notifyChannel: Type.String({
     env: "TASKQUEUE_NOTIFY_CHANNEL",
     default: "job_channel",
+    minLength: 1,
     pattern: IDENTIFIER,
-    hint: "a lower-case SQL identifier",
-  },
-  host: { kind: "string", env: "HOST", default: "127.0.0.1" },
-  port: { kind: "number", env: "PORT", min: 0, max: 65_535, integer: true, default: 8000 },
-  workerCount: {
-    kind: "number",
+    patternHint: "a lower-case SQL identifier",
+    description: 'NOTIFY channel that wakes workers on insert. Default "job_channel". Applied by migrate.',
+  }),
+  host: Type.String({
+    env: "HOST",
+    default: "127.0.0.1",
+    minLength: 1,
+    description: 'Interface the HTTP API binds to. Default "127.0.0.1".',
+  }),
+  port: Type.Integer({
+    env: "PORT",
+    default: 8000,
+    minimum: 0,
+    maximum: 65_535,
+    description: "HTTP API port. Default 8000; a TCP port number, 0 to 65535.",
+  }),
+  workerCount: Type.Integer({
     env: "WORKER_COUNT",
-    min: 1,
-    max: MAX_WORKER_COUNT,
-    integer: true,
     default: 4,
-  },
-  prefetch: {
-    kind: "number",
-    env: "WORKER_PREFETCH",
-    min: 1,
-    max: 100_000,
-    integer: true,
-    default: undefined,
-  },
-  lockSessions: { kind: "number", env: "WORKER_LOCK_SESSIONS", min: 1, max: 16, integer: true, default: 1 },
-  pollIntervalSeconds: seconds("POLL_INTERVAL_SECONDS", 5),
-  heartbeatIntervalSeconds: seconds("HEARTBEAT_INTERVAL_SECONDS", 10),
-  reaperIntervalSeconds: seconds("REAPER_INTERVAL_SECONDS", 15),
-  staleThresholdSeconds: seconds("STALE_THRESHOLD_SECONDS", 30),
-  shutdownGraceSeconds: seconds("SHUTDOWN_GRACE_SECONDS", 60, 0),
-  backoffBaseSeconds: seconds("BACKOFF_BASE_SECONDS", 1, 0),
-  backoffMaxSeconds: seconds("BACKOFF_MAX_SECONDS", 3600, 0, 31_536_000),
-  backoffJitter: { kind: "boolean", env: "BACKOFF_JITTER", default: true },
-  logLevel: { kind: "enum", env: "LOG_LEVEL", values: LOG_LEVELS, default: "info" },
-};
+    minimum: 1,
+    maximum: MAX_WORKER_COUNT,
+    description: `Handlers run at once by one worker process. Default 4; a count, 1 to ${MAX_WORKER_COUNT}.`,
+  }),
+  prefetch: Type.Optional(
+    Type.Integer({
+      env: "WORKER_PREFETCH",
+      minimum: 1,
+      maximum: 100_000,
+      description: "Jobs one worker process holds at once. Default: workerCount; a count, 1 to 100000.",
+    }),
+  ),
+  lockSessions: Type.Integer({
+    env: "WORKER_LOCK_SESSIONS",
+    default: 1,
+    minimum: 1,
+    maximum: 16,
+    description: "Lock sessions per worker process. Default 1; a count, 1 to 16.",
+  }),
+  pollIntervalSeconds: seconds(
+    "POLL_INTERVAL_SECONDS",
+    5,
+    "Poll for due jobs this often when no NOTIFY arrives",
+  ),
+  heartbeatIntervalSeconds: seconds(
+    "HEARTBEAT_INTERVAL_SECONDS",
+    10,
+    "Heartbeat of held jobs and the worker row",
+  ),
+  reaperIntervalSeconds: seconds("REAPER_INTERVAL_SECONDS", 15, "Run the stale-job reaper this often"),
+  staleThresholdSeconds: seconds(
+    "STALE_THRESHOLD_SECONDS",
+    30,
+    "Heartbeat age after which an unlocked held job is reclaimed",
+  ),
+  shutdownGraceSeconds: seconds(
+    "SHUTDOWN_GRACE_SECONDS",
+    60,
+    "Wait this long for running handlers on stop",
+    0,
+  ),
+  backoffBaseSeconds: seconds("BACKOFF_BASE_SECONDS", 1, "Retry delay base: min(base * 2^attempt, max)", 0),
+  backoffMaxSeconds: seconds("BACKOFF_MAX_SECONDS", 3600, "Upper bound of the retry delay", 0, 31_536_000),
+  backoffJitter: Type.Boolean({
+    env: "BACKOFF_JITTER",
+    default: true,
+    description: "Multiply each retry delay by a random factor in [0.5, 1]. Default true.",
+  }),
+  logLevel: Type.Union(
+    LOG_LEVELS.map((level) => Type.Literal(level)),
+    { env: "LOG_LEVEL", default: "info", description: 'pino log level. Default "info".' },
+  ),
+});
 
-function checkValue(field: string, rule: Rule, value: unknown): unknown {
-  if (value === undefined) return rule.default;
-  switch (rule.kind) {
-    case "number": {
-      if (typeof value !== "number" || !Number.isFinite(value))
-        throw new ConfigError(field, "must be a number");
-      if (rule.integer && !Number.isInteger(value)) throw new ConfigError(field, "must be a whole number");
-      if (value < rule.min || value > rule.max)
-        throw new ConfigError(field, `must be between ${rule.min} and ${rule.max}, got ${value}`);
-      return value;
-    }
-    case "string": {
-      if (typeof value !== "string" || value === "")
-        throw new ConfigError(field, "must be a non-empty string");
-      if (rule.pattern && !rule.pattern.test(value))
-        throw new ConfigError(
-          field,
-          `must be ${rule.hint ?? rule.pattern.source}, got ${JSON.stringify(value)}`,
-        );
-      return value;
-    }
+// The schema and the interface describe the same fields with the same types (required-ness aside:
+// the schema's optional fields are the interface's `| undefined` ones). A change to one without
+// the other fails to compile here.
+type SchemaConfig = Static<typeof CONFIG_SCHEMA>;
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const schemaMatchesInterface: Same<Partial<SchemaConfig>, Partial<ResolvedConfig>> &
+  Same<ResolvedConfig extends SchemaConfig ? true : false, true> = true;
+void schemaMatchesInterface;
+
+type Field = keyof ResolvedConfig;
+type PropertySchema = TSchema & ConfigKeywords & { default?: unknown };
+const PROPERTIES = CONFIG_SCHEMA.properties as unknown as Record<Field, PropertySchema>;
+const FIELDS = Object.keys(PROPERTIES) as Field[];
+
+/** What a property is, read from its TypeBox kind: decides how a variable is parsed and refused. */
+type Shape = "integer" | "number" | "string" | "boolean" | "enum";
+function shapeOf(schema: TSchema): Shape {
+  switch (schema.type) {
+    case "integer":
+    case "number":
+    case "string":
     case "boolean":
-      if (typeof value !== "boolean") throw new ConfigError(field, "must be true or false");
-      return value;
-    case "enum":
-      if (typeof value !== "string" || !rule.values.includes(value))
-        throw new ConfigError(
-          field,
-          `must be one of ${rule.values.join(", ")}, got ${JSON.stringify(value)}`,
-        );
-      return value;
+      return schema.type;
+    default:
+      return "enum";
   }
 }
 
-function parseEnv(rule: Rule, raw: string): unknown {
+/** The sentence refusing `value` for a property that TypeBox found invalid (today's wording). */
+function refusal(schema: PropertySchema, value: unknown): string {
+  const shape = shapeOf(schema);
+  switch (shape) {
+    case "integer":
+    case "number":
+      if (typeof value !== "number" || !Number.isFinite(value)) return "must be a number";
+      if (shape === "integer" && !Number.isInteger(value)) return "must be a whole number";
+      return `must be between ${schema.minimum} and ${schema.maximum}, got ${value}`;
+    case "string":
+      if (typeof value !== "string" || value === "") return "must be a non-empty string";
+      return `must be ${schema.patternHint ?? schema.pattern}, got ${JSON.stringify(value)}`;
+    case "boolean":
+      return "must be true or false";
+    case "enum": {
+      const values = (schema.anyOf as { const: string }[]).map((literal) => literal.const);
+      return `must be one of ${values.join(", ")}, got ${JSON.stringify(value)}`;
+    }
+  }
+}
+
+/**
+ * Validates `values` (every field present, defaults applied) against {@link CONFIG_SCHEMA}.
+ * @throws {ConfigError} for the first bad field in schema order, named by `name(field)`.
+ */
+function check(values: Record<string, unknown>, name: (field: Field) => string): void {
+  const error = Value.Errors(CONFIG_SCHEMA, values).First();
+  if (error === undefined) return;
+  // The path of a property's error is "/field" (the schema has no nesting).
+  const field = error.path.split("/")[1] as Field;
+  throw new ConfigError(name(field), refusal(PROPERTIES[field], values[field]));
+}
+
+function parseEnv(schema: PropertySchema, raw: string): unknown {
   const text = raw.trim();
-  switch (rule.kind) {
+  switch (shapeOf(schema)) {
+    case "integer":
     case "number":
       // Plain decimals, as the command line's flags take them: no "+", exponent or hex. A minus
       // sign is read, so that "-1" is refused by the option's range, naming it.
@@ -201,15 +279,16 @@ function parseEnv(rule: Rule, raw: string): unknown {
 }
 
 /**
- * Resolves options: explicit fields win, then the defaults. Validates every field.
+ * Resolves options: explicit fields win, then the schema's defaults. Validates every field
+ * against {@link CONFIG_SCHEMA}, then the cross-field rules. Fields not in the schema are dropped.
  * @throws {ConfigError} naming the first bad field.
  */
 export function resolveConfig(options: TaskQueueOptions = {}): ResolvedConfig {
-  const out: Record<string, unknown> = {};
-  for (const [field, rule] of Object.entries(RULES) as [keyof ResolvedConfig, Rule][]) {
-    out[field] = checkValue(field, rule, options[field]);
-  }
-  const config = out as unknown as ResolvedConfig;
+  const given: Record<string, unknown> = {};
+  for (const field of FIELDS) given[field] = options[field];
+  const values = Value.Default(CONFIG_SCHEMA, given) as Record<string, unknown>;
+  check(values, (field) => field);
+  const config = values as unknown as ResolvedConfig;
   if (config.schema === "public" || config.schema.startsWith("pg_"))
     throw new ConfigError("schema", `must not be "public" or a pg_ schema`);
   if (config.backoffMaxSeconds < config.backoffBaseSeconds)
@@ -228,9 +307,10 @@ export function resolveConfig(options: TaskQueueOptions = {}): ResolvedConfig {
 export const API_ONLY_OPTIONS = ["host", "port"] as const satisfies readonly (keyof ResolvedConfig)[];
 
 /**
- * Reads options from environment variables (DATABASE_URL, PORT, WORKER_COUNT, ...), then resolves them.
- * `overrides` (e.g. CLI flags) win over the environment. The variables of `unused` options (say,
- * {@link API_ONLY_OPTIONS} for a worker) are not read: their defaults stand, whatever they hold.
+ * Reads options from environment variables (DATABASE_URL, PORT, WORKER_COUNT, ...: each
+ * property's `env` in {@link CONFIG_SCHEMA}), then resolves them. `overrides` (e.g. CLI flags)
+ * win over the environment. The variables of `unused` options (say, {@link API_ONLY_OPTIONS} for
+ * a worker) are not read: their defaults stand, whatever they hold.
  * @throws {ConfigError} naming the environment variable at fault.
  */
 export function configFromEnv(
@@ -240,8 +320,9 @@ export function configFromEnv(
 ): ResolvedConfig {
   const options: Record<string, unknown> = {};
   const given = stripUndefined(overrides);
-  for (const [field, rule] of Object.entries(RULES) as [keyof ResolvedConfig, Rule][]) {
-    const raw = env[rule.env];
+  for (const field of FIELDS) {
+    const schema = PROPERTIES[field];
+    const raw = env[schema.env];
     // A variable that an override replaces is not read: its value, good or bad, is not used.
     if (
       raw === undefined ||
@@ -250,29 +331,27 @@ export function configFromEnv(
       unused.includes(field)
     )
       continue;
-    const value = parseEnv(rule, raw);
-    try {
-      checkValue(rule.env, rule, value);
-    } catch (error) {
-      if (error instanceof ConfigError)
-        throw new ConfigError(rule.env, error.message.slice(rule.env.length + 2));
-      throw error;
-    }
-    options[field] = value;
+    options[field] = parseEnv(schema, raw);
   }
+  // The variables' values alone, each named by its variable, before the overrides join them.
+  check(
+    Value.Default(CONFIG_SCHEMA, { ...options }) as Record<string, unknown>,
+    (field) => PROPERTIES[field].env,
+  );
   try {
     return resolveConfig({ ...(options as TaskQueueOptions), ...given });
   } catch (error) {
     // Cross-field checks name option fields; from the environment, name the variables.
     if (!(error instanceof ConfigError)) throw error;
-    const rule = RULES[error.field as keyof ResolvedConfig];
-    if (!rule || error.field in given) throw error;
+    const schema = PROPERTIES[error.field as Field];
+    if (!schema || error.field in given) throw error;
     let message = error.message.slice(error.field.length + 2);
     // Other option fields named in the message (camelCase words such as backoffBaseSeconds) become
     // their variables; plain words ("schema") stay as they are.
-    for (const [field, other] of Object.entries(RULES))
-      if (/[A-Z]/.test(field)) message = message.replace(new RegExp(`\\b${field}\\b`, "g"), other.env);
-    throw new ConfigError(rule.env, message);
+    for (const field of FIELDS)
+      if (/[A-Z]/.test(field))
+        message = message.replace(new RegExp(`\\b${field}\\b`, "g"), PROPERTIES[field].env);
+    throw new ConfigError(schema.env, message);
   }
 }
 
@@ -288,7 +367,10 @@ function stripUndefined(options: TaskQueueOptions): TaskQueueOptions {
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as TaskQueueOptions;
 }
 
-/** Environment variable behind each option, for `--help` and the README. */
+/**
+ * Environment variable behind each option, with its default (undefined: none), for `--help` and
+ * the README. Read from {@link CONFIG_SCHEMA}, in its order; each property's `description` is there.
+ */
 export function environmentVariables(): { field: string; env: string; default: unknown }[] {
-  return Object.entries(RULES).map(([field, rule]) => ({ field, env: rule.env, default: rule.default }));
+  return FIELDS.map((field) => ({ field, env: PROPERTIES[field].env, default: PROPERTIES[field].default }));
 }

@@ -1,7 +1,14 @@
 /** Configuration (DESIGN.md §9): a bad value is refused at start-up, naming the variable. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { API_ONLY_OPTIONS, configFromEnv, resolveConfig } from "../src/config.js";
+import { FormatRegistry, TypeRegistry } from "@sinclair/typebox";
+import {
+  API_ONLY_OPTIONS,
+  CONFIG_SCHEMA,
+  configFromEnv,
+  environmentVariables,
+  resolveConfig,
+} from "../src/config.js";
 import { ConfigError } from "../src/errors.js";
 
 function refused(env: Record<string, string>, field: string): void {
@@ -77,5 +84,41 @@ describe("configuration", () => {
       () => resolveConfig({ heartbeatIntervalSeconds: 5, staleThresholdSeconds: 1 }),
       /staleThresholdSeconds/,
     );
+  });
+
+  it("describes every option in one TypeBox schema: its variable, default and a description", () => {
+    const defaults = resolveConfig();
+    for (const [field, property] of Object.entries(CONFIG_SCHEMA.properties)) {
+      const keywords = property as { env?: unknown; default?: unknown; description?: unknown };
+      assert.match(String(keywords.env), /^[A-Z][A-Z_]+$/, `${field} names its variable`);
+      assert.equal(keywords.default, defaults[field as keyof typeof defaults], `${field}'s default`);
+      assert.match(String(keywords.description), /default/i, `${field}'s description states its default`);
+    }
+    assert.deepEqual(
+      environmentVariables().map((v) => [v.field, v.env]),
+      Object.entries(CONFIG_SCHEMA.properties).map(([field, p]) => [field, (p as { env?: string }).env]),
+    );
+  });
+
+  it("refuses what the schema's keywords refuse, with the bound in the message", () => {
+    assert.throws(
+      () => configFromEnv({ WORKER_LOCK_SESSIONS: "17" }),
+      /WORKER_LOCK_SESSIONS: must be between 1 and 16, got 17/,
+    );
+    assert.throws(() => resolveConfig({ port: 65_536 }), /port: must be between 0 and 65535, got 65536/);
+    assert.throws(
+      () => resolveConfig({ logLevel: "loud" as "info" }),
+      /logLevel: must be one of fatal, error/,
+    );
+    assert.throws(
+      () => resolveConfig({ notifyChannel: "A" }),
+      /notifyChannel: must be a lower-case SQL identifier, got "A"/,
+    );
+    assert.throws(() => resolveConfig({ host: "" }), /host: must be a non-empty string/);
+  });
+
+  it("registers no TypeBox format or kind (no global side effect of importing the configuration)", () => {
+    assert.deepEqual([...FormatRegistry.Entries().keys()], []);
+    assert.deepEqual([...TypeRegistry.Entries().keys()], []);
   });
 });
