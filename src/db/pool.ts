@@ -41,25 +41,6 @@ export async function connectSession(options: ConnectionOptions): Promise<pg.Cli
   return client;
 }
 
-/** Runs `fn` in a transaction on a client from `pool`; rolls back on any error and rethrows it. */
-export async function withTransaction<T>(
-  pool: pg.Pool,
-  fn: (client: pg.PoolClient) => Promise<T>,
-): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    const result = await fn(client);
-    await client.query("COMMIT");
-    return result;
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
-}
-
 /** Capped exponential backoff for reconnects: 100 ms, 200 ms, ... up to `maxMs` (default 5 s). */
 export function reconnectDelayMs(attempt: number, maxMs = 5000): number {
   return Math.min(100 * 2 ** attempt, maxMs);

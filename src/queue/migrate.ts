@@ -8,7 +8,6 @@ import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type pg from "pg";
-import { withTransaction } from "../db/pool.js";
 import { lockClassFor } from "./lock-class.js";
 import {
   appliedMigrations,
@@ -19,6 +18,7 @@ import {
   retargetNotifyTriggers,
 } from "./sql/schema.js";
 import { quoteIdentifier, quoteLiteral } from "./sql/statement.js";
+import { withTransaction } from "./transaction.js";
 
 /**
  * The SQL files stay in the db folder (data, not code: nothing there imports this module), at the

@@ -6,7 +6,7 @@
 import type pg from "pg";
 import { connectSession, reconnectDelayMs } from "../db/pool.js";
 import type { Logger } from "../log.js";
-import { quoteIdentifier } from "../queue/sql/statement.js";
+import { listenTo } from "../queue/sql/schema.js";
 
 export interface NotifyListenerOptions {
   connectionString: string;
@@ -48,7 +48,7 @@ export class NotifyListener {
       const onLoss = (error?: Error) => this.lost(client as pg.Client, error);
       client.on("error", onLoss);
       client.on("end", () => onLoss());
-      await client.query(`LISTEN ${quoteIdentifier(this.options.channel)}`);
+      await client.query(listenTo(this.options.channel));
       if (this.stopped) {
         await client.end().catch(() => undefined);
         return;

@@ -10,9 +10,11 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
  * applied before any lock is tried. The update finds its rows through `id = ANY(ARRAY(...))`, an
  * index scan of the primary key: a join with the CTE lets the planner pick a sequential scan of
- * the whole table, which grows with the history. The update checks `status = 'pending'` again:
- * the row lock taken by the candidates' scan already keeps the row pending until commit, so this
- * only matters if that lock is ever lost in a rewrite (test/queue/claim.test.ts, "a claim skips
+ * the whole table, which grows with the history. The update checks the status again (written
+ * `coalesce(status, '')` so that the planner cannot answer it from jobs_claim_idx, whose predicate
+ * `status = 'pending'` would otherwise make it walk that whole index for the ids, as the fence's
+ * status test does for jobs_stale_idx): the row lock taken by the candidates' scan already keeps
+ * the row pending until commit, so this only matters if that lock is ever lost in a rewrite (test/queue/claim.test.ts, "a claim skips
  * a pending job whose row another transaction holds"). Claimed jobs leave the pending count.
  * $1 types text[], $2 limit int, $3 lock class int4, $4 worker id text.
  *
@@ -65,7 +67,7 @@ const claimCtes = (p: {
      ), claimed AS (
        UPDATE $S.jobs AS j
        SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = ${p.workerId}
-       WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.status = 'pending'
+       WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND coalesce(j.status, '') = 'pending'
        RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at
      ), claim_counted AS (
        ${countStatuses("SELECT 'pending'::text, -count(*) FROM claimed")}

@@ -1,4 +1,4 @@
-import { lockKey, type Statement, statement } from "./statement.js";
+import { lockKey, quoteIdentifier, type Statement, statement } from "./statement.js";
 
 /**
  * Statements of the migration runner (src/queue/migrate.ts). The runner holds a transaction-level
@@ -72,3 +72,6 @@ export const lockTableSize = `SELECT current_setting('max_locks_per_transaction'
 ]
   .map((name) => `coalesce(current_setting('${name}', true)::int, 0)`)
   .join(" + ")} + 1) AS slots`;
+
+/** LISTEN on `channel` (an identifier the config already restricted), simple-protocol text. */
+export const listenTo = (channel: string): string => `LISTEN ${quoteIdentifier(channel)}`;
