@@ -168,3 +168,17 @@ export class EmbeddedPostgresUnavailableError extends TaskQueueError {
     );
   }
 }
+
+/** The embedded PostgreSQL could not be set up or started (initdb, pg_ctl, or its data in use). */
+export class EmbeddedPostgresError extends TaskQueueError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("embedded_postgres_failed", message, options);
+  }
+}
+
+/** A connection of a worker's lock session ended; every advisory lock it held is gone. */
+export class LockSessionLostError extends TaskQueueError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("lock_session_lost", message, options);
+  }
+}

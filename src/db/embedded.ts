@@ -24,7 +24,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { EmbeddedPostgresUnavailableError } from "../errors.js";
+import { EmbeddedPostgresError, EmbeddedPostgresUnavailableError } from "../errors.js";
 
 /** A running embedded server. */
 export interface EmbeddedDatabase {
@@ -109,7 +109,7 @@ async function binaries(log?: (line: string) => void): Promise<{ initdb: string;
     };
     nativeDir = dirname(dirname(packagedPgCtl));
   } catch (error) {
-    throw new Error(
+    throw new EmbeddedPostgresError(
       `no embedded PostgreSQL for ${process.platform}-${process.arch} (package ${name}); set DATABASE_URL`,
       {
         cause: error,
@@ -191,7 +191,9 @@ export async function startEmbeddedPostgres(options: {
       const output = await run(initdb, [...args, "--locale=C"], user);
       options.log?.(output);
     } catch (error) {
-      throw new Error(`embedded PostgreSQL: initdb failed in ${dataDir}: ${(error as Error).message}`);
+      throw new EmbeddedPostgresError(
+        `embedded PostgreSQL: initdb failed in ${dataDir}: ${(error as Error).message}`,
+      );
     } finally {
       await rm(passwordFile, { force: true });
     }
@@ -204,7 +206,7 @@ export async function startEmbeddedPostgres(options: {
   if (running) {
     const owner = existsSync(ownerPath) ? Number(readFileSync(ownerPath, "utf8")) : 0;
     if (owner > 0 && owner !== process.pid && processAlive(owner))
-      throw new Error(
+      throw new EmbeddedPostgresError(
         `the embedded PostgreSQL in ${dataDir} is in use by taskqueue process ${owner}; stop that one first, or set DATABASE_URL`,
       );
     port = Number(readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[3]);
@@ -216,7 +218,7 @@ export async function startEmbeddedPostgres(options: {
       await run(pgCtl, ["start", "-w", "-t", "60", "-D", dataDir, "-l", logFile, "-o", serverOptions], user);
     } catch (error) {
       const tail = existsSync(logFile) ? readFileSync(logFile, "utf8").split("\n").slice(-10).join("\n") : "";
-      throw new Error(
+      throw new EmbeddedPostgresError(
         `embedded PostgreSQL did not start in ${dataDir}: ${(error as Error).message}\n${tail}`,
       );
     }

@@ -10,6 +10,7 @@ import {
   JobNotFoundError,
   JobStateConflictError,
   JobValidationError,
+  TaskQueueError,
 } from "../errors.js";
 import { EnqueueBatcher, type InsertedRow, insertedJob, insertJobs, insertRows } from "./insert.js";
 import { integerRangeMessage, LIMITS } from "./job-shape.js";
@@ -240,7 +241,7 @@ export class Ledger {
       samples: number;
     }>({ ...metrics(this.schema), values: [METRICS_WINDOW_SECONDS, workerLivenessSeconds] });
     const r = rows[0];
-    if (!r) throw new Error("metrics query returned no row");
+    if (!r) throw new TaskQueueError("metrics_unavailable", "the metrics query returned no row");
     const depth = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(r.depth[s] ?? 0)])) as Record<
       JobStatus,
       number

@@ -9,7 +9,9 @@
  * would write a batch's outcome and claim the next batch one after the other, on one core. The
  * write connection holds no lock (docs/architecture.md, "Two connections per lock session").
  */
+
 import type pg from "pg";
+import { LockSessionLostError } from "../errors.js";
 import type { BackoffPolicy } from "./ledger.js";
 import { lockClassFor } from "./lock-class.js";
 import { openSessionConnections, type SerialConnection } from "./session/connection.js";
@@ -96,9 +98,9 @@ export class LockSession {
       onLost(error);
     };
     locks.client.on("error", lose);
-    locks.client.on("end", () => lose(new Error("lock session ended")));
+    locks.client.on("end", () => lose(new LockSessionLostError("lock session ended")));
     writes.client.on("error", lose);
-    writes.client.on("end", () => lose(new Error("lock session's write connection ended")));
+    writes.client.on("end", () => lose(new LockSessionLostError("lock session's write connection ended")));
   }
 
   /**

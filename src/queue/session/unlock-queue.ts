@@ -3,6 +3,7 @@
  * waiting for the lock connection. Most of them ride on the next claim (one round trip per batch
  * instead of two); those that wake workers go out alone.
  */
+import { LockSessionLostError } from "../../errors.js";
 import { unlockJobs } from "../sql/finish.js";
 import { numberArray } from "../sql/params.js";
 import type { SerialConnection } from "./connection.js";
@@ -121,6 +122,6 @@ function settle(requests: PendingUnlock[], statement: Promise<unknown>): void {
   };
   void statement.then(
     () => settleAll(null),
-    (error: unknown) => settleAll(error ?? new Error("unlock failed")),
+    (error: unknown) => settleAll(error ?? new LockSessionLostError("unlock failed")),
   );
 }
