@@ -29,7 +29,10 @@ export { buildApp } from "./api/app.js";
 export { configFromEnv, type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "./config.js";
 export { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 export {
+  BatchTooLargeError,
   ConfigError,
+  EmbeddedPostgresError,
+  EmbeddedPostgresUnavailableError,
   type FieldProblem,
   HandlerMissingError,
   HandlerTypeError,
@@ -38,15 +41,18 @@ export {
   JobNotFoundError,
   JobStateConflictError,
   JobValidationError,
+  LockSessionLostError,
   PayloadError,
   SchemaVersionError,
   TaskQueueError,
   WorkerStateError,
 } from "./errors.js";
+export { LIMITS } from "./queue/job-shape.js";
 export { type EnqueueOptions, Ledger, MAX_BATCH_JOBS } from "./queue/ledger.js";
 export type { FailedStatus } from "./queue/lock-session.js";
 export type {
   AttemptError,
+  ClaimedJob,
   DeadLetterJob,
   Job,
   JobSpec,
