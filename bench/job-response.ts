@@ -4,32 +4,25 @@
  * wire shape, best and median of 50 rounds after 20 warm-up rounds, plus the same with
  * JSON.stringify of the answer, as the route sends it.
  *
- *   npm run build && node dist/bench/job-response.js
+ *   npm run build:bench && node dist/bench/job-response.js
  */
 import { toJobResponse } from "../src/api/schemas.js";
+import { newJob } from "../src/queue/job-shape.js";
 import type { Job } from "../src/queue/types.js";
 
 const JOBS = 10_000;
 const now = Date.now();
-const jobs: Job[] = Array.from({ length: JOBS }, (_, i) => ({
-  id: i + 1,
-  type: "echo",
-  payload: { n: i, text: "hello" },
-  status: "pending",
-  priority: 5,
-  attempt: 0,
-  maxRetries: 3,
-  runAt: new Date(now),
-  claimedAt: null,
-  startedAt: null,
-  heartbeatAt: null,
-  completedAt: null,
-  result: null,
-  error: null,
-  errors: [],
-  workerId: null,
-  createdAt: new Date(now),
-}));
+const jobs: Job[] = Array.from({ length: JOBS }, (_, i) =>
+  newJob({
+    id: i + 1,
+    type: "echo",
+    payload: { n: i, text: "hello" },
+    priority: 5,
+    maxRetries: 3,
+    runAt: new Date(now),
+    createdAt: new Date(now),
+  }),
+);
 
 function measure(label: string, run: () => unknown): void {
   const times: number[] = [];
