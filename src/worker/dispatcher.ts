@@ -111,8 +111,11 @@ export class Dispatcher {
    * Rule (c): a written batch is reported (its events) before a re-claim of the same job is
    * announced or run: a claim waits for the reports of the jobs it took that are still
    * unreported (`OutcomeWriter.reportsOf`), so events come in attempt order. Proved by
-   * test/queue/retry.test.ts "a failed attempt is reported before its retry is claimed, even with
-   * no backoff under load" (1 and 2 lock sessions).
+   * test/worker/ordering.test.ts "rule (c): …": "one lock session: a failure committed but not yet
+   * answered in Node, re-claimed through the session's own advisory lock" and "two lock sessions: a
+   * failure unlocked on the server but not yet answered in Node, re-claimed by the other lane"
+   * (each holds the answer back in Node and fails without this wait); test/queue/retry.test.ts
+   * "event order" checks the common case under load.
    */
   claimLoop(): void {
     if (this.claiming || this.lane.state !== "running" || !this.wakeRequested) return;

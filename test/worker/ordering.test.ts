@@ -1,11 +1,13 @@
 /**
  * The ordering rules of the lock session, seen from outside: (a) a job's lock is released only
  * after its outcome has committed (src/queue/lock-session.ts); (b) workers are woken only after the
- * unlock (src/queue/session/unlock-queue.ts).
+ * unlock (src/queue/session/unlock-queue.ts); (c) a written batch is reported before a re-claim of
+ * the same job is announced or run (src/worker/dispatcher.ts, `Dispatcher.claimLoop`).
  */
 import assert from "node:assert/strict";
-import { after, before, it } from "node:test";
+import { after, before, describe, it } from "node:test";
 import pg from "pg";
+import type { Worker } from "../../src/worker/worker.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
 import { waitForEvent } from "../helpers/events.js";
 import { until } from "../helpers/process.js";
@@ -94,4 +96,214 @@ it("a job's lock stays held while its completion waits on the job's row, with th
     await blocker.end();
     await worker.stop();
   }
+});
+
+type Query = (this: pg.Client, ...args: unknown[]) => unknown;
+type Role = "writes" | "lock session";
+
+/** One watched statement: its answer's arrival in Node, and whether the answer is held there. */
+interface Watch {
+  role: Role;
+  statement: string;
+  match: (rows: readonly unknown[]) => boolean;
+  hold: boolean;
+  arrived: () => void;
+  released: Promise<void>;
+}
+
+/**
+ * Watches, in Node, the answers of statements named `taskqueue_<statement>_…` that a taskqueue
+ * connection of `role` (application name `taskqueue <role> <worker id>`) sends, and can hold one
+ * back: the statement runs and commits on the server as usual; only the promise its caller gets is
+ * held until `release()`. A delay on the client side of a real connection, not a mock of the
+ * database: `pg.Client.prototype.query` is wrapped in this test file's process until `restore()`.
+ */
+function interceptAnswers() {
+  const proto = pg.Client.prototype as unknown as { query: Query };
+  const original = proto.query;
+  const watches: Watch[] = [];
+  const releases: (() => void)[] = [];
+  proto.query = function (this: pg.Client, ...args: unknown[]): unknown {
+    const result = original.apply(this, args);
+    const config = args[0];
+    const name =
+      typeof config === "object" && config !== null ? (config as { name?: unknown }).name : undefined;
+    const application =
+      (this as unknown as { connectionParameters?: { application_name?: string } }).connectionParameters
+        ?.application_name ?? "";
+    const candidates = watches.filter(
+      (w) =>
+        typeof name === "string" &&
+        name.startsWith(`taskqueue_${w.statement}_`) &&
+        application.startsWith(`taskqueue ${w.role} `),
+    );
+    if (candidates.length === 0 || !(result instanceof Promise)) return result;
+    return result.then(async (value: unknown) => {
+      const rows = (value as { rows?: unknown[] }).rows ?? [];
+      for (const w of candidates) {
+        if (!watches.includes(w) || !w.match(rows)) continue;
+        watches.splice(watches.indexOf(w), 1);
+        w.arrived();
+        if (w.hold) await w.released;
+      }
+      return value;
+    });
+  };
+  const watch = (role: Role, statement: string, hold: boolean, match: Watch["match"]) => {
+    let arrived: () => void = () => undefined;
+    const seen = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    releases.push(release);
+    watches.push({ role, statement, match, hold, arrived, released });
+    return { arrived: seen, release };
+  };
+  return {
+    /** Holds the next answer of `statement` on a `role` connection; `arrived`: it reached Node. */
+    hold: (role: Role, statement: string) => watch(role, statement, true, () => true),
+    /** Resolves once an answer of `statement` on a `role` connection with rows matching has reached Node. */
+    seen: (role: Role, statement: string, match: Watch["match"]) =>
+      watch(role, statement, false, match).arrived,
+    restore: () => {
+      proto.query = original;
+      for (const release of releases) release();
+    },
+  };
+}
+
+/** A claim answer with attempt 1 of job `id` in it. */
+const hasRetryOf = (id: number) => (rows: readonly unknown[]) =>
+  rows.some((row) => {
+    const job = row as { id?: unknown; attempt?: unknown };
+    return job.id === id && job.attempt === 1;
+  });
+
+/** Lets every callback of the current turn run (an answer's handling is a chain of microtasks). */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** A worker whose `fail-once` jobs fail their attempt 0, retried at once; records what it does. */
+async function failOnceWorker(lockSessions: number): Promise<{ worker: Worker; order: string[] }> {
+  const order: string[] = [];
+  const worker = await startWorker(db, {
+    // No poll: only the claims the test asks for (and those the worker pipelines) go out.
+    config: {
+      backoffBaseSeconds: 0,
+      backoffMaxSeconds: 0,
+      pollIntervalSeconds: 3600,
+      workerCount: lockSessions,
+      lockSessions,
+    },
+    handlers: {
+      "fail-once": async (job) => {
+        order.push(`run ${job.id}/${job.attempt}`);
+        if (job.attempt === 0) throw new Error("first attempt fails");
+        return null;
+      },
+    },
+  });
+  worker.on("job:claimed", ({ jobs }) => {
+    for (const j of jobs) order.push(`claimed ${j.id}/${j.attempt}`);
+  });
+  worker.on("job:failed", ({ id }) => order.push(`failed ${id}`));
+  worker.on("job:completed", ({ id }) => order.push(`completed ${id}`));
+  return { worker, order };
+}
+
+describe("rule (c): a written batch is reported before a re-claim of the same job is announced or run", () => {
+  it("one lock session: a failure committed but not yet answered in Node, re-claimed through the session's own advisory lock", {
+    timeout: 30_000,
+  }, async () => {
+    const answers = interceptAnswers();
+    const held = answers.hold("writes", "write_failures");
+    let worker: Worker | undefined;
+    try {
+      const started = await failOnceWorker(1);
+      worker = started.worker;
+      const { order } = started;
+      const job = await db.ledger.addJob({ type: "fail-once" });
+      const completed = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job.id);
+      completed.catch(() => undefined); // awaited below; a failure before that fails the test alone
+      const retryClaimed = answers.seen("lock session", "claim_jobs", hasRetryOf(job.id));
+      await held.arrived;
+      // The failure has committed: the job is pending and due, and its lock is still held (the
+      // unlock is asked for only once the write's answer is handled).
+      const row = await db.ledger.getJob(job.id);
+      assert.deepEqual([row?.status, row?.attempt], ["pending", 1]);
+      assert.deepEqual(
+        (await db.ledger.heldJobLocks()).map((l) => l.jobKey),
+        [job.id],
+      );
+      // A claim on the lock connection takes it again: pg_try_advisory_lock succeeds for the
+      // session that already holds the lock.
+      worker.wake();
+      await retryClaimed;
+      await nextTurn();
+      assert.deepEqual(
+        order,
+        [`claimed ${job.id}/0`, `run ${job.id}/0`],
+        "attempt 1 neither announced nor run",
+      );
+      held.release();
+      await completed;
+      assert.deepEqual(order, [
+        `claimed ${job.id}/0`,
+        `run ${job.id}/0`,
+        `failed ${job.id}`,
+        `claimed ${job.id}/1`,
+        `run ${job.id}/1`,
+        `completed ${job.id}`,
+      ]);
+      await until(async () => (await db.ledger.heldJobLocks()).length === 0, 20_000, "every lock released");
+    } finally {
+      answers.restore();
+      await worker?.stop();
+    }
+  });
+
+  it("two lock sessions: a failure unlocked on the server but not yet answered in Node, re-claimed by the other lane", {
+    timeout: 30_000,
+  }, async () => {
+    const answers = interceptAnswers();
+    const held = answers.hold("lock session", "unlock_jobs");
+    let worker: Worker | undefined;
+    try {
+      const started = await failOnceWorker(2);
+      worker = started.worker;
+      const { order } = started;
+      const job = await db.ledger.addJob({ type: "fail-once" });
+      const completed = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job.id);
+      completed.catch(() => undefined); // awaited below; a failure before that fails the test alone
+      const retryClaimed = answers.seen("lock session", "claim_jobs", hasRetryOf(job.id));
+      await held.arrived;
+      // The unlock (and its NOTIFY) has committed: the job is due and unlocked. The lane that
+      // failed it cannot claim (its lock connection waits for the held answer); the other lane,
+      // woken by the NOTIFY (or by this wake), can, and may already have.
+      worker.wake();
+      await retryClaimed;
+      await nextTurn();
+      assert.deepEqual(
+        order,
+        [`claimed ${job.id}/0`, `run ${job.id}/0`],
+        "attempt 1 neither announced nor run",
+      );
+      held.release();
+      await completed;
+      assert.deepEqual(order, [
+        `claimed ${job.id}/0`,
+        `run ${job.id}/0`,
+        `failed ${job.id}`,
+        `claimed ${job.id}/1`,
+        `run ${job.id}/1`,
+        `completed ${job.id}`,
+      ]);
+      await until(async () => (await db.ledger.heldJobLocks()).length === 0, 20_000, "every lock released");
+    } finally {
+      answers.restore();
+      await worker?.stop();
+    }
+  });
 });
