@@ -2,7 +2,7 @@
  * The worker's typed event map, and the one emitter every worker event goes through. Emitting
  * never throws into the runtime: a listener's throw is caught, logged and counted, and neither
  * changes a job's fate nor keeps the other listeners or the other events of a batch from running
- * (STYLE.md rule 8; graphile-worker's `safeEmit`).
+ * (graphile-worker's `safeEmit`).
  */
 import { EventEmitter } from "node:events";
 import type { Logger } from "../log.js";
@@ -65,14 +65,21 @@ const superEmit = EventEmitter.prototype.emit as (
 
 /**
  * An EventEmitter of {@link WorkerEvents} whose `emit` never throws: each listener runs in its own
- * try/catch. A throw is logged at error level naming the event and counted in
- * {@link listenerErrors}.
+ * try/catch, and a promise a listener returns is watched. A throw or a rejection is logged at
+ * error level naming the event and counted in {@link listenerErrors}.
  */
 export class WorkerEmitter extends EventEmitter<WorkerEvents> {
   private thrown = 0;
 
   constructor(protected readonly logger: Logger) {
-    super();
+    // An async listener's rejection comes back to the rejection hook below instead of becoming
+    // an unhandled rejection, which would end the process and every job it holds.
+    super({ captureRejections: true });
+  }
+
+  /** EventEmitter calls this when a promise returned by a listener rejects (`captureRejections`). */
+  [Symbol.for("nodejs.rejection")](error: unknown, event: string | symbol): void {
+    this.listenerThrew(String(event), error);
   }
 
   /** How many times a listener of one of these events has thrown. */
@@ -100,8 +107,11 @@ export class WorkerEmitter extends EventEmitter<WorkerEvents> {
     // rawListeners: `once` wrappers, which remove themselves when called.
     for (const listener of this.rawListeners(event) as Listener[]) {
       try {
-        if (arg === undefined) listener.call(this);
-        else listener.call(this, arg);
+        const result = arg === undefined ? listener.call(this) : listener.call(this, arg);
+        if (typeof (result as PromiseLike<unknown> | undefined)?.then === "function")
+          (result as PromiseLike<unknown>).then(undefined, (error: unknown) =>
+            this.listenerThrew(event, error),
+          );
       } catch (error) {
         this.listenerThrew(event, error);
       }

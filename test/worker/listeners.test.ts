@@ -95,6 +95,35 @@ describe("a listener that throws", () => {
     }
   });
 
+  for (const listeners of [1, 2])
+    it(`an async listener whose promise rejects (${listeners} listener${listeners > 1 ? "s" : ""}): the rejection is counted, not left unhandled`, async () => {
+      const counting = countingHandler(false);
+      const worker = await startWorker(db, { handlers: { counted: counting.handler } });
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown) => unhandled.push(reason);
+      process.on("unhandledRejection", onUnhandled);
+      const rejected = new Promise<void>((resolve) => {
+        worker.on("job:completed", async () => {
+          await Promise.resolve();
+          setImmediate(resolve);
+          throw new Error("an async job:completed listener's own bug");
+        });
+      });
+      if (listeners > 1) worker.on("job:completed", () => undefined);
+      try {
+        const job = await db.ledger.addJob({ type: "counted" });
+        await rejected;
+        // A rejection left unhandled is reported once the microtasks of this turn have run.
+        await new Promise((resolve) => setImmediate(resolve));
+        assert.deepEqual(unhandled, [], "no unhandled rejection");
+        assert.equal(worker.listenerErrors, 1, "the rejection counted");
+        assert.equal((await db.ledger.getJob(job.id))?.status, "done");
+      } finally {
+        process.off("unhandledRejection", onUnhandled);
+        await worker.stop();
+      }
+    });
+
   it("on job:failed: the job retries as it would and ends done; the throw is counted", async () => {
     const counting = countingHandler(true);
     const worker = await startWorker(db, {
