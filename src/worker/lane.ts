@@ -176,7 +176,7 @@ export class Lane {
 
   private async drain(graceSeconds: number): Promise<StopReport> {
     if (this.laneState === "created" || this.laneState === "failed") {
-      this.laneState = "stopped";
+      this.transition(["created", "failed"], "stopped");
       return { releasedJobIds: [], abandonedJobIds: [] };
     }
     this.transition(["starting", "running"], "draining");

@@ -22,7 +22,6 @@ import { Lane } from "./lane.js";
 import type { UnreportedReports } from "./outcome-writer.js";
 import type { HandlerRegistry } from "./registry.js";
 
-export { describeError } from "./dispatcher.js";
 export type { FencedWrite, FenceReason, StopReport, WorkerEvents } from "./events.js";
 
 export interface WorkerOptions {
@@ -160,6 +159,7 @@ export class Worker extends WorkerEmitter {
       this.workerState = "running";
       for (const lane of this.lanes) lane.run();
     }
+    if (this.workerState !== "running") return;
     this.logger.info(
       {
         workerId: this.id,

@@ -1,5 +1,5 @@
 /**
- * Leak guard (STYLE.md "Tests": graphile-worker's afterEach guard, River's goleak), loaded into
+ * Leak guard (like graphile-worker's afterEach guard and River's goleak), loaded into
  * every test file's process by scripts/run-tests.mjs with `node --test --import`. Once a file's
  * tests and its own `after` hooks are done, it fails the file if something is still alive that
  * was not alive when the file started: a TCP socket (an unclosed pg client or pool, an HTTP

@@ -5,7 +5,7 @@ import { JOB_SELECT_LIST } from "./columns.js";
 
 /**
  * A named SQL statement. `name` doubles as the prepared-statement name and includes a tag of the schema,
- * so one connection can serve several schemas (STYLE.md rule 2). Every value is a `$n` parameter;
+ * so one connection can serve several schemas (as graphile-worker and pg-boss name theirs). Every value is a `$n` parameter;
  * the schema identifier is the only text spliced in, quoted once by {@link quoteIdentifier}.
  */
 export interface Statement {
