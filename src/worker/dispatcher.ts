@@ -12,6 +12,7 @@ import { JobBuffer } from "./job-buffer.js";
 import type { LaneState } from "./lane.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
 import type { HandlerRegistry } from "./registry.js";
+import { RetryWakeups } from "./retry-wakeups.js";
 import type { SessionSupervisor } from "./session-supervisor.js";
 
 /** A job whose handler runs. */
@@ -39,7 +40,7 @@ export class Dispatcher {
   private readonly running = new Map<number, RunningJob>();
   private wakeRequested = false;
   private claiming: Promise<void> | null = null;
-  private retryWake: { at: number; timer: NodeJS.Timeout } | null = null;
+  private readonly retryWakeups = new RetryWakeups(() => this.wake());
   private idleWaiters: (() => void)[] = [];
   /** Jobs a claim in flight at stop() brought back: given back at once, part of the stop report. */
   readonly claimedWhileDraining: number[] = [];
@@ -83,25 +84,14 @@ export class Dispatcher {
     this.claimLoop();
   }
 
-  /** Wakes once at the earliest retry due time this lane knows of (retries do not NOTIFY). */
+  /** Wakes the lane when a retry written by it comes due (retries do not NOTIFY; see RetryWakeups). */
   wakeIn(seconds: number): void {
-    const at = Date.now() + seconds * 1000;
-    if (this.retryWake && this.retryWake.at <= at) return;
-    if (this.retryWake) clearTimeout(this.retryWake.timer);
-    const timer = setTimeout(
-      () => {
-        this.retryWake = null;
-        this.wake();
-      },
-      seconds * 1000 + 5,
-    );
-    this.retryWake = { at, timer };
+    this.retryWakeups.add(seconds);
   }
 
-  /** Disarms the retry wake-up (stop: nothing is left to wake). */
+  /** Disarms the retry wake-ups (stop: nothing is left to wake). */
   cancelRetryWake(): void {
-    if (this.retryWake) clearTimeout(this.retryWake.timer);
-    this.retryWake = null;
+    this.retryWakeups.cancel();
   }
 
   /**

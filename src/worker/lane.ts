@@ -55,7 +55,10 @@ export class Lane {
   readonly dispatcher: Dispatcher;
   listener: NotifyListener | null = null;
   reaping: Promise<void> | null = null;
-  private timers: NodeJS.Timeout[] = [];
+  /** The poll and (lane 1) reaper timers, which end as the lane starts draining. */
+  private claimTimers: NodeJS.Timeout[] = [];
+  /** The heartbeat timer, which goes on while the lane drains (until its last outcome is written). */
+  private heartbeatTimer: NodeJS.Timeout[] = [];
   private stopping: Promise<StopReport> | null = null;
 
   constructor(private readonly options: LaneOptions) {
@@ -136,9 +139,26 @@ export class Lane {
       throw error;
     }
     this.capPrefetch();
-    this.every(config.pollIntervalSeconds, true, () => this.dispatcher.wake());
-    this.every(config.heartbeatIntervalSeconds, false, () => void this.heartbeat());
-    if (this.options.runReaper) this.every(config.reaperIntervalSeconds, true, () => void this.reap());
+    this.every(this.claimTimers, config.pollIntervalSeconds, true, ["starting", "running"], () =>
+      this.dispatcher.wake(),
+    );
+    // Heartbeats go on while the lane drains: a job that runs through a long grace period must not
+    // look stale to the reaper, nor the worker row (shared/cases 09).
+    this.every(
+      this.heartbeatTimer,
+      config.heartbeatIntervalSeconds,
+      false,
+      ["starting", "running", "draining"],
+      () => void this.heartbeat(),
+    );
+    if (this.options.runReaper)
+      this.every(
+        this.claimTimers,
+        config.reaperIntervalSeconds,
+        true,
+        ["starting", "running"],
+        () => void this.reap(),
+      );
     logger.info(
       {
         workerId: this.options.id,
@@ -195,9 +215,14 @@ export class Lane {
     return this.dispatcher.runningCount;
   }
 
-  /** Clears the poll, heartbeat and reaper timers. */
-  stopTimers(): void {
-    for (const timer of this.timers) clearTimeout(timer);
+  /** Clears the poll and reaper timers (the lane drains: it claims and reaps no more). */
+  stopClaimTimers(): void {
+    for (const timer of this.claimTimers) clearTimeout(timer);
+  }
+
+  /** Clears the heartbeat timer (every outcome of the drain is written). */
+  stopHeartbeat(): void {
+    for (const timer of this.heartbeatTimer) clearTimeout(timer);
   }
 
   /** The worker's logger (for the stop procedure). */
@@ -233,14 +258,23 @@ export class Lane {
     if (payload === "*" || payload.split(",").some((type) => this.typeSet.has(type))) this.dispatcher.wake();
   }
 
-  /** Runs `fn` every `seconds` (± 10 % when `jitter`), until the lane drains. */
-  private every(seconds: number, jitter: boolean, fn: () => void): void {
-    const slot = this.timers.length;
+  /**
+   * Runs `fn` every `seconds` (± 10 % when `jitter`) while the lane is in one of `states`; the
+   * timer is kept in `timers` (one slot) so that the lane can clear it.
+   */
+  private every(
+    timers: NodeJS.Timeout[],
+    seconds: number,
+    jitter: boolean,
+    states: readonly LaneState[],
+    fn: () => void,
+  ): void {
+    const slot = timers.length;
     const arm = () => {
       const factor = jitter ? 0.9 + Math.random() * 0.2 : 1;
-      this.timers[slot] = setTimeout(
+      timers[slot] = setTimeout(
         () => {
-          if (this.laneState !== "starting" && this.laneState !== "running") return;
+          if (!states.includes(this.laneState)) return;
           fn();
           arm();
         },

@@ -1,7 +1,8 @@
 /**
  * The graceful stop of one lane (DESIGN.md §6): stop claiming, give back claimed jobs not started,
- * let running handlers finish within the grace period, then abort the rest and give them back to
- * pending; release every lock, delete the worker row, close connections.
+ * let running handlers finish within the grace period (heartbeating them and the worker row all
+ * along), then abort the rest and give them back to pending; release every lock, delete the worker
+ * row last, close connections.
  */
 import type { Logger } from "../log.js";
 import type { Dispatcher } from "./dispatcher.js";
@@ -12,8 +13,10 @@ import type { SessionSupervisor } from "./session-supervisor.js";
 
 /** The parts of a lane its stop goes through, in this order. */
 export interface DrainingLane {
-  /** Clears the poll, heartbeat and reaper timers. */
-  stopTimers(): void;
+  /** Clears the poll and reaper timers. */
+  stopClaimTimers(): void;
+  /** Clears the heartbeat timer. */
+  stopHeartbeat(): void;
   supervisor: SessionSupervisor;
   listener: NotifyListener | null;
   dispatcher: Dispatcher;
@@ -29,7 +32,9 @@ export interface DrainingLane {
  */
 export async function drainLane(lane: DrainingLane, graceSeconds: number): Promise<StopReport> {
   const { supervisor, dispatcher, writer } = lane;
-  lane.stopTimers();
+  // The heartbeat goes on until the last outcome is written (below): a handler may run for the
+  // whole grace period, and its job and the worker row must stay fresh for the reaper meanwhile.
+  lane.stopClaimTimers();
   // A reconnect in flight ends first: its session, if it opened, is closed below.
   await supervisor.halt();
   dispatcher.cancelRetryWake();
@@ -48,6 +53,7 @@ export async function drainLane(lane: DrainingLane, graceSeconds: number): Promi
     lane.logger.warn({ jobIds: abandonedJobIds }, "jobs still running at the grace deadline were given back");
   writer.scheduleFlush();
   await writer.drain();
+  lane.stopHeartbeat();
   await lane.reaping;
   // A failure in the last flush may have armed a retry wake-up; nothing is left to wake.
   dispatcher.cancelRetryWake();

@@ -37,6 +37,59 @@ describe("SIGTERM", () => {
     await db.sql("DELETE FROM jobs");
   });
 
+  it("keeps heartbeating the running job and the worker row while it drains (shared/cases 09)", async () => {
+    // Heartbeat 0.2 s, stale threshold 1 s, reaper 0.2 s; a second worker reaps all along.
+    const env = cliEnv(db, {
+      SHUTDOWN_GRACE_SECONDS: "60",
+      HEARTBEAT_INTERVAL_SECONDS: "0.2",
+      STALE_THRESHOLD_SECONDS: "1",
+      REAPER_INTERVAL_SECONDS: "0.2",
+    });
+    const draining = startCli(["worker", "--concurrency", "1", "--types", "slow"], env);
+    await draining.waitForLog((l) => l.msg === "worker started");
+    const reaper = startCli(["worker", "--concurrency", "1", "--types", "noop"], env);
+    await reaper.waitForLog((l) => l.msg === "worker started");
+    try {
+      const job = await db.ledger.addJob({ type: "slow", payload: { sleep_seconds: 3 } });
+      await until(async () => (await status(job.id)) === "running", 10_000, "slow job running");
+      draining.child.kill("SIGTERM");
+      await draining.waitForLog((l) => l.msg === "shutting down gracefully");
+      // Through the drain (3 s, three stale thresholds), the job's heartbeat and the worker row
+      // stay younger than the stale threshold.
+      let oldestSeconds = 0;
+      let samples = 0;
+      const deadline = Date.now() + 20_000;
+      while ((await status(job.id)) === "running" && Date.now() < deadline) {
+        const [row] = await db.sql<{ job_age: number | null; worker_age: number | null }>(
+          `SELECT extract(epoch FROM now() - j.heartbeat_at)::float8 AS job_age,
+                  (SELECT extract(epoch FROM now() - max(w.heartbeat_at))::float8 FROM workers w
+                   WHERE w.id = j.worker_id) AS worker_age
+           FROM jobs j WHERE j.id = $1`,
+          [job.id],
+        );
+        if (row?.job_age != null) {
+          samples++;
+          oldestSeconds = Math.max(oldestSeconds, row.job_age, row.worker_age ?? Number.POSITIVE_INFINITY);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.ok(samples > 10, `sampled the drain ${samples} times`);
+      assert.ok(
+        oldestSeconds < 1,
+        `heartbeat or worker row ${oldestSeconds.toFixed(2)} s old during the drain`,
+      );
+      assert.equal(await draining.exited, 0);
+      const finished = await db.ledger.getJob(job.id);
+      assert.deepEqual([finished?.status, finished?.attempt], ["done", 0], "run once, never reaped");
+      assert.deepEqual(await db.sql("SELECT id FROM workers WHERE id = $1", [finished?.workerId]), []);
+    } finally {
+      draining.child.kill("SIGKILL");
+      reaper.child.kill("SIGTERM");
+      await reaper.exited;
+      await db.sql("DELETE FROM jobs");
+    }
+  });
+
   it("gives a job still running at the grace deadline back to pending and exits 0", async () => {
     const worker = startCli(["worker", "--concurrency", "2"], cliEnv(db, { SHUTDOWN_GRACE_SECONDS: "0.5" }));
     await worker.waitForLog((l) => l.msg === "worker started");

@@ -11,10 +11,14 @@ import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statem
  */
 function failedAttemptSet(p: { error: string; workerId: string; base: string; max: string; jitter: string }) {
   const exhausted = "j.attempt >= j.max_retries";
-  return `attempt = j.attempt + 1,
+  // Rows an operator or an older version left in unusual states must not break the statement for
+  // every row of its batch (shared/cases 20): the attempt count stops at int4's largest value
+  // instead of overflowing, and the doubling stops at 2^60 (more than any delay the cap allows)
+  // instead of overflowing float8 or the interval.
+  return `attempt = least(j.attempt::int8 + 1, 2147483647)::int4,
      status = CASE WHEN ${exhausted} THEN 'dead' ELSE 'pending' END,
      run_at = CASE WHEN ${exhausted} THEN j.run_at
-       ELSE now() + make_interval(secs => least(${p.base}::float8 * power(2, j.attempt), ${p.max}::float8)
+       ELSE now() + make_interval(secs => least(${p.base}::float8 * power(2, least(greatest(j.attempt, 0), 60)), ${p.max}::float8)
                                        * CASE WHEN ${p.jitter}::bool THEN 0.5 + random() * 0.5 ELSE 1 END) END,
      completed_at = CASE WHEN ${exhausted} THEN now() END,
      error = ${p.error},

@@ -47,7 +47,7 @@ export const retargetNotifyTriggers = (schema: string, quotedChannel: string): s
        REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION $S.jobs_after_insert(${quotedChannel});
      CREATE OR REPLACE FUNCTION $S.wake_workers(types text) RETURNS integer LANGUAGE plpgsql AS $$
      BEGIN
-       PERFORM pg_notify(${quotedChannel}, CASE WHEN length(types) > 7000 THEN '*' ELSE types END);
+       PERFORM pg_notify(${quotedChannel}, CASE WHEN octet_length(types) > 7000 THEN '*' ELSE types END);
        RETURN 1;
      END
      $$`,
