@@ -93,7 +93,10 @@ describe("migrate", () => {
       `UPDATE ${jobs} SET status = 'claimed', worker_id = 'w', heartbeat_at = now() WHERE id IN (1, 2)`,
     );
     await pool.query(`UPDATE ${jobs} SET status = 'done', completed_at = now() WHERE id = 3`);
-    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [2, 3, 4], version: 4 });
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), {
+      applied: [2, 3, 4],
+      version: 4,
+    });
     const metrics = await new Ledger(pool, schema).metrics(30);
     assert.deepEqual(metrics.depth, { pending: 2, claimed: 2, running: 0, done: 1, dead: 0, cancelled: 0 });
   });
