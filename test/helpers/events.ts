@@ -9,7 +9,7 @@ export function waitForEvent<T extends unknown[]>(
   emitter: EventEmitter,
   event: string,
   match: (...args: T) => boolean = () => true,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
