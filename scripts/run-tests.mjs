@@ -50,14 +50,26 @@ const guard = pathToFileURL(resolve("dist/test/helpers/leak-guard.js")).href;
 // --test-force-exit came with Node 20.14 and 22.0 (package.json allows 20.10).
 const [major, minor] = process.versions.node.split(".").map(Number);
 const forceExit = major > 20 || (major === 20 && minor >= 14) ? ["--test-force-exit"] : [];
-const nodeArgs = ["--test", `--test-concurrency=${concurrency}`, ...forceExit, "--import", guard, ...files];
-const child = spawn(process.execPath, nodeArgs, {
-  stdio: "inherit",
-  env,
-});
+// Files named *.serial.test.js load the server enough to slow every test beside them (a 270 MiB
+// batch): they run first, one at a time, then every other file, in parallel.
+const serial = files.filter((f) => f.endsWith(".serial.test.js"));
+const parallel = files.filter((f) => !serial.includes(f));
+let running = null;
 for (const signal of ["SIGINT", "SIGTERM"]) {
-  process.on(signal, () => child.kill(signal));
+  process.on(signal, () => running?.kill(signal));
 }
-const code = await new Promise((resolve) => child.on("exit", (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+/** Runs `group` under node's test runner, `concurrency` files at a time; resolves with its exit code. */
+function runGroup(group, concurrency) {
+  const nodeArgs = ["--test", `--test-concurrency=${concurrency}`, ...forceExit, "--import", guard, ...group];
+  running = spawn(process.execPath, nodeArgs, { stdio: "inherit", env });
+  return new Promise((resolve) => running.on("exit", (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+}
+let code = 0;
+if (serial.length > 0) code = await runGroup(serial, 1);
+if (parallel.length > 0) code = Math.max(code, await runGroup(parallel, concurrency));
+if (files.length === 0) {
+  console.error(`# no test file matches ${filters.join(" ")}`);
+  code = 1;
+}
 if (embedded) await embedded.stop();
 process.exit(code);

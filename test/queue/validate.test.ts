@@ -84,20 +84,6 @@ describe("library validation", () => {
     assert.equal((fits.payload as string).length, 1024 * 1024 - 2);
   });
 
-  it("a batch whose payloads add up to more than 256 MiB goes in whole (PostgreSQL's cap of one jsonb)", async () => {
-    const big = "z".repeat(1024 * 1024 - 32);
-    const jobs = await db.ledger.addJobs(
-      Array.from({ length: 270 }, (_, i) => ({ type: "big", payload: { i, big } })),
-    );
-    assert.equal(jobs.length, 270);
-    const [stored] = await db.sql<{ n: number; bytes: string }>(
-      "SELECT count(*)::int AS n, sum(length(payload->>'big'))::text AS bytes FROM jobs WHERE type = 'big'",
-    );
-    assert.equal(stored?.n, 270);
-    assert.equal(stored?.bytes, String(270 * big.length));
-    await db.sql("DELETE FROM jobs WHERE type = 'big'");
-  });
-
   it("lists leave out payloads over 64 KiB and say so; the job itself has it", async () => {
     const job = await db.ledger.addJob({ type: "noop", payload: { blob: "y".repeat(200_000) } });
     const [listed] = await db.ledger.listJobs({ limit: 1 });
