@@ -4,9 +4,9 @@
  * figures). Run from a checkout; not part of the published package.
  */
 import { Command, Option } from "commander";
-import { positiveInteger, positiveNumber, writableFile } from "../../src/cli/flags.js";
+import { positiveInteger, positiveNumber } from "../../src/cli/flags.js";
 import { MAX_WORKER_COUNT } from "../../src/config.js";
-import { exitWith, runBenchProgram, SYSTEM_HELP } from "../shared/cli.js";
+import { exitWith, runBenchProgram, SYSTEM_HELP, withReportOptions } from "../shared/cli.js";
 import { runLoadBench } from "./load.js";
 
 interface LoadFlags {
@@ -22,7 +22,7 @@ interface LoadFlags {
   progress: boolean;
 }
 
-const program = new Command()
+const program = withReportOptions(new Command())
   .name("npm run bench:load --")
   .exitOverride()
   .showHelpAfterError()
@@ -69,12 +69,6 @@ const program = new Command()
       .default(300)
       .argParser(positiveNumber("--timeout")),
   )
-  .addOption(
-    new Option("--json <file>", "also write the figures (and machine info) as JSON to this file").argParser(
-      writableFile("--json"),
-    ),
-  )
-  .option("--no-progress", "no progress bars")
   .addHelpText(
     "after",
     `

@@ -4,9 +4,9 @@
  * its figures). Run from a checkout; not part of the published package.
  */
 import { Command, Option } from "commander";
-import { nonNegativeInteger, positiveInteger, positiveNumber, writableFile } from "../../src/cli/flags.js";
+import { nonNegativeInteger, positiveInteger, positiveNumber } from "../../src/cli/flags.js";
 import { MAX_WORKER_COUNT } from "../../src/config.js";
-import { exitWith, runBenchProgram, SYSTEM_HELP } from "../shared/cli.js";
+import { exitWith, runBenchProgram, SYSTEM_HELP, withReportOptions } from "../shared/cli.js";
 import { runMathBench } from "./math.js";
 import { DEFAULT_MATH_SEED, describeMathRanges } from "./payloads.js";
 
@@ -21,7 +21,7 @@ interface MathFlags {
   progress: boolean;
 }
 
-const program = new Command()
+const program = withReportOptions(new Command())
   .name("npm run bench:math --")
   .exitOverride()
   .showHelpAfterError()
@@ -57,12 +57,6 @@ const program = new Command()
       .default(DEFAULT_MATH_SEED)
       .argParser(nonNegativeInteger("--seed")),
   )
-  .addOption(
-    new Option("--json <file>", "also write the figures (and machine info) as JSON to this file").argParser(
-      writableFile("--json"),
-    ),
-  )
-  .option("--no-progress", "no progress bars")
   .addHelpText(
     "after",
     `

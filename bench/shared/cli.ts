@@ -3,7 +3,8 @@
  * the system under test, and running a commander program with the exit codes of the `taskqueue`
  * CLI (0 success, 1 failure, 2 bad configuration or usage).
  */
-import { type Command, CommanderError } from "commander";
+import { type Command, CommanderError, Option } from "commander";
+import { writableFile } from "../../src/cli/flags.js";
 import { ConfigError, EmbeddedPostgresUnavailableError } from "../../src/errors.js";
 
 /** Help text on what a benchmark runs against. */
@@ -37,4 +38,15 @@ export function runBenchProgram(program: Command): void {
     console.error(`${program.name()}:`, error instanceof Error ? error.message : error);
     process.exit(1);
   });
+}
+
+/** Adds the flags every benchmark's report takes: `--json <file>` and `--no-progress`. */
+export function withReportOptions(program: Command): Command {
+  return program
+    .addOption(
+      new Option("--json <file>", "also write the figures (and machine info) as JSON to this file").argParser(
+        writableFile("--json"),
+      ),
+    )
+    .option("--no-progress", "no progress bars");
 }

@@ -208,13 +208,9 @@ export class OutcomeWriter {
       const completedBatch = done;
       const completed = await session.writeCompletions(
         completedBatch,
-        this.afterUnlock(session, noop, (refused: number[]) => {
-          const refusedSet = refused.length > 0 ? new Set(refused) : null;
-          for (const { id } of completedBatch) {
-            if (refusedSet?.has(id)) this.fenced(id, "complete", "refused");
-            else this.events.emit("job:completed", { id });
-          }
-        }),
+        this.afterUnlock(session, noop, (refused: number[]) =>
+          this.reportApplied(completedBatch, refused, "complete", "job:completed"),
+        ),
       );
       done = [];
       this.waitForUnlock(completed.unlocked);
@@ -231,13 +227,9 @@ export class OutcomeWriter {
       const releasedBatch = released;
       const releases = await session.writeReleases(
         releasedBatch,
-        this.afterUnlock(session, releasesReported, (refused: number[]) => {
-          const refusedSet = refused.length > 0 ? new Set(refused) : null;
-          for (const { id } of releasedBatch) {
-            if (refusedSet?.has(id)) this.fenced(id, "release", "refused");
-            else this.events.emit("job:released", { id });
-          }
-        }),
+        this.afterUnlock(session, releasesReported, (refused: number[]) =>
+          this.reportApplied(releasedBatch, refused, "release", "job:released"),
+        ),
       );
       released = [];
       this.waitForUnlock(releases.unlocked);
@@ -252,6 +244,20 @@ export class OutcomeWriter {
       for (const item of released) this.fenced(item.id, "release", "write_failed");
       if (failed.length > 0) failuresReported();
       if (released.length > 0) releasesReported();
+    }
+  }
+
+  /** Reports each job of a written batch as `event`, except those the fence `refused`. */
+  private reportApplied(
+    batch: readonly ClaimRef[],
+    refused: readonly number[],
+    write: "complete" | "release",
+    event: "job:completed" | "job:released",
+  ): void {
+    const refusedSet = refused.length > 0 ? new Set(refused) : null;
+    for (const { id } of batch) {
+      if (refusedSet?.has(id)) this.fenced(id, write, "refused");
+      else this.events.emit(event, { id });
     }
   }
 

