@@ -12,7 +12,11 @@
  */
 import net from "node:net";
 
-export type ProxyMode = { kind: "forward" } | { kind: "blackhole" } | { kind: "drop" } | { kind: "slow"; delayMs: number };
+export type ProxyMode =
+  | { kind: "forward" }
+  | { kind: "blackhole" }
+  | { kind: "drop" }
+  | { kind: "slow"; delayMs: number };
 
 interface Link {
   client: net.Socket;
