@@ -93,6 +93,8 @@ export interface AuditReport {
   resultWithoutExecution: number[];
   /** Dead jobs without exactly one dead-letter row. */
   deadLetterMismatch: number[];
+  /** outcome writes (completions or deaths) per job → number of jobs: 1× each final job, 0× the rest. */
+  completions: Map<number, number>;
   /** executions per job → number of jobs (acknowledged jobs only). */
   executions: Map<number, number>;
   /** Pairs of overlapping executions, as "job:exec1/exec2". */
@@ -150,6 +152,11 @@ export async function auditLedger(db: pg.Pool, schema: string, options: AuditOpt
     [ids],
   );
   const writes = new Map(logged.map((row) => [Number(row.job_id), row.n]));
+  const completions = new Map<number, number>();
+  for (const id of ids) {
+    const n = writes.get(id) ?? 0;
+    completions.set(n, (completions.get(n) ?? 0) + 1);
+  }
   const writtenTwice = [...writes].filter(([, n]) => n > 1).map(([id]) => id);
   const neverLogged = found
     .filter((row) => (row.status === "done" || row.status === "dead") && !writes.has(Number(row.id)))
@@ -247,6 +254,7 @@ export async function auditLedger(db: pg.Pool, schema: string, options: AuditOpt
     writtenTwice,
     resultWithoutExecution,
     deadLetterMismatch,
+    completions,
     executions,
     overlaps,
     badOverlaps,
@@ -275,6 +283,7 @@ function printAudit(report: AuditReport, title: string): void {
       `${report.done} + ${report.dead} + ${report.cancelled} + ${pending}`,
     ],
     ["lost", String(report.lost.length)],
+    ["outcome writes per job (n×jobs)", distribution(report.completions)],
     ["outcomes written twice", String(report.writtenTwice.length)],
     ["results naming no execution", String(report.resultWithoutExecution.length)],
     ["dead-letter mismatches", String(report.deadLetterMismatch.length)],

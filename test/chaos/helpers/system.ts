@@ -82,6 +82,11 @@ export interface ChaosSystem {
   killWorker(index: number): Promise<number>;
   /** POST /jobs once, bounded by `timeoutMs`; returns the status (0: no answer) and keeps a 201's id. */
   post(body: Record<string, unknown>, timeoutMs?: number): Promise<{ status: number; retryAfter?: string }>;
+  /** POST /jobs/batch (`Prefer: return=minimal`) once; a 201's ids are all acknowledged. */
+  postBatch(
+    jobs: Record<string, unknown>[],
+    timeoutMs?: number,
+  ): Promise<{ status: number; retryAfter?: string }>;
   /** Posts `body()` from `concurrency` loops until `stop()`, at most `ratePerSecond` in all. */
   postSteadily(options: {
     body: () => Record<string, unknown>;
@@ -168,16 +173,27 @@ export async function startSystem(options: SystemOptions): Promise<ChaosSystem> 
     answers[key] = (answers[key] ?? 0) + 1;
   };
 
-  const post: ChaosSystem["post"] = (body, timeoutMs = 10_000) =>
+  /** POSTs `body` to `path`; a 201's ids (read by `idsOf`) are acknowledged. */
+  const send = (
+    path: string,
+    body: unknown,
+    headers: Record<string, string>,
+    idsOf: (answer: unknown) => number[],
+    timeoutMs: number,
+  ): Promise<{ status: number; retryAfter?: string }> =>
     new Promise((resolve) => {
       if (!apiUrl) throw new Error("system: no API");
       const text = JSON.stringify(body);
       const request = http.request(
-        `${apiUrl}/jobs`,
+        `${apiUrl}${path}`,
         {
           method: "POST",
           agent,
-          headers: { "content-type": "application/json", "content-length": Buffer.byteLength(text) },
+          headers: {
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(text),
+            ...headers,
+          },
           timeout: timeoutMs,
         },
         (response) => {
@@ -185,10 +201,8 @@ export async function startSystem(options: SystemOptions): Promise<ChaosSystem> 
           response.on("data", (chunk: Buffer) => chunks.push(chunk));
           response.on("end", () => {
             const status = response.statusCode ?? 0;
-            if (status === 201) {
-              const id = (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id: number }).id;
-              acknowledged.push(id);
-            }
+            if (status === 201)
+              acknowledged.push(...idsOf(JSON.parse(Buffer.concat(chunks).toString("utf8"))));
             count(String(status));
             const retryAfter = response.headers["retry-after"];
             resolve(retryAfter === undefined ? { status } : { status, retryAfter: String(retryAfter) });
@@ -206,6 +220,16 @@ export async function startSystem(options: SystemOptions): Promise<ChaosSystem> 
       });
       request.end(text);
     });
+  const post: ChaosSystem["post"] = (body, timeoutMs = 10_000) =>
+    send("/jobs", body, {}, (answer) => [(answer as { id: number }).id], timeoutMs);
+  const postBatch: ChaosSystem["postBatch"] = (jobs, timeoutMs = 30_000) =>
+    send(
+      "/jobs/batch",
+      { jobs },
+      { prefer: "return=minimal" },
+      (answer) => (answer as { ids: number[] }).ids,
+      timeoutMs,
+    );
 
   const system: ChaosSystem = {
     db,
@@ -231,6 +255,7 @@ export async function startSystem(options: SystemOptions): Promise<ChaosSystem> 
       return pid;
     },
     post,
+    postBatch,
     postSteadily({ body, ratePerSecond, concurrency = 4 }) {
       let running = true;
       const startedAt = Date.now();
