@@ -35,7 +35,7 @@ interface SoakFlags {
 }
 
 const program = new Command()
-  .name("soak")
+  .name("npm run soak --")
   .description("random faults against a live taskqueue under steady load, ending with a ledger audit")
   .option("--minutes <n>", "how long the load and the faults last", positive("--minutes"), 2)
   .option("--rate <n>", "jobs posted per second", positive("--rate"), 40)

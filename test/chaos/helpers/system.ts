@@ -48,6 +48,8 @@ export interface SystemOptions {
   env?: Record<string, string>;
   /** Extra environment of the workers only (WORKER_COUNT, CHAOS_SANDBOX, ...). */
   workerEnv?: Record<string, string>;
+  /** Extra environment of worker `index` only (after `workerEnv`). */
+  perWorkerEnv?: (index: number) => Record<string, string>;
   /** Extra environment of the API only (MAX_PENDING_JOBS, ...). */
   apiEnv?: Record<string, string>;
   /** Restart a worker that exits by itself. Default true. */
@@ -142,6 +144,7 @@ export async function startSystem(options: SystemOptions): Promise<ChaosSystem> 
     const proc = startCli(["worker", "--no-migrate", "--handlers", HANDLERS], {
       ...baseEnv,
       ...options.workerEnv,
+      ...options.perWorkerEnv?.(index),
     });
     const slot = workers[index] ?? { process: proc, held: false };
     slot.process = proc;
