@@ -7,7 +7,8 @@
  * Only connections are cut: the shared server itself is never reconfigured.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { after, afterEach, before, describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
 import type { ResolvedConfig } from "../../src/config.js";
 import { migrate } from "../../src/queue/migrate.js";
@@ -38,9 +39,17 @@ const workers: Worker[] = [];
 before(async () => {
   db = await createTestDb(LINK);
 });
+// Whatever a test left (it failed half-way, say) is put back and stopped before the next one, so
+// that no worker of one test claims the jobs of another.
+afterEach(async () => {
+  for (const proxy of proxies) {
+    proxy.match = () => true;
+    proxy.set({ kind: "forward" });
+  }
+  await Promise.all(workers.splice(0).map((w) => w.stop(0)));
+  await Promise.all(proxies.splice(0).map((p) => p.stop()));
+});
 after(async () => {
-  await Promise.all(workers.map((w) => w.stop(0)));
-  await Promise.all(proxies.map((p) => p.stop()));
   await db.drop();
 });
 
@@ -202,6 +211,21 @@ describe("a worker cut off from PostgreSQL", () => {
     assert.equal(stored?.result, "from the other worker", "the late result changed nothing");
     proxy.set({ kind: "forward" });
     await Promise.all([cutOff.stop(0), other.stop(0)]);
+  });
+});
+
+describe("a live, idle worker", () => {
+  it("keeps its lock session past the server's idle_session_timeout: heartbeats keep both connections busy", async () => {
+    // The poll (10 s) is far longer than the server's idle timeout (2 s): only heartbeats run.
+    const worker = await startWorkerAt(DATABASE_URL, { config: { pollIntervalSeconds: 10 } });
+    const lost = count(worker, "session:lost");
+    const listenerLost = count(worker, "listener:lost");
+    // Nothing to wait for: the point is that nothing happens over three idle timeouts.
+    await sleep(3 * (LINK.staleThresholdSeconds ?? 0) * 1000);
+    assert.equal(lost.n, 0, "the server ended no lock session");
+    assert.equal(listenerLost.n, 0, "the server ended no LISTEN connection");
+    assert.ok((await echoCompletes(worker)) < 2000);
+    await worker.stop(0);
   });
 });
 
