@@ -50,6 +50,12 @@ export interface ResolvedConfig {
   staleThresholdSeconds: number;
   /** On SIGTERM/stop(), wait this long for running handlers before aborting them. Default 60 s. */
   shutdownGraceSeconds: number;
+  /** Bound on opening a connection (TCP, TLS, authentication). Default 5 s. */
+  connectTimeoutSeconds: number;
+  /** Deadline of an outcome write (server `statement_timeout`; the client 1 s more). Default 30 s. */
+  statementTimeoutSeconds: number;
+  /** Deadline of a heartbeat, claim, unlock or ping; missed, the session is lost. Default 5 s. */
+  heartbeatTimeoutSeconds: number;
   /** Retry delay after failed attempt a (0-based) is min(base * 2^a, max). Default base 1 s. */
   backoffBaseSeconds: number;
   /** Upper bound of the retry delay. Default 3600 s. */
@@ -184,6 +190,21 @@ export const CONFIG_SCHEMA = Type.Object({
     60,
     "Wait this long for running handlers on stop",
     0,
+  ),
+  connectTimeoutSeconds: seconds("CONNECT_TIMEOUT_SECONDS", 5, "Bound on opening a connection", 0.1, 600),
+  statementTimeoutSeconds: seconds(
+    "STATEMENT_TIMEOUT_SECONDS",
+    30,
+    "Deadline of an outcome write",
+    0.1,
+    3600,
+  ),
+  heartbeatTimeoutSeconds: seconds(
+    "HEARTBEAT_TIMEOUT_SECONDS",
+    5,
+    "Deadline of a heartbeat or claim",
+    0.01,
+    600,
   ),
   backoffBaseSeconds: seconds("BACKOFF_BASE_SECONDS", 1, "Retry delay base: min(base * 2^attempt, max)", 0),
   backoffMaxSeconds: seconds("BACKOFF_MAX_SECONDS", 3600, "Upper bound of the retry delay", 0, 31_536_000),

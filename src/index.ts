@@ -69,6 +69,7 @@ export {
   type StopReport,
   Worker,
   type WorkerEvents,
+  type WorkerHealth,
   type WorkerState,
 } from "./worker/worker.js";
 

@@ -6,7 +6,8 @@
  *   when a link or a NAT drops packets silently; new connections are accepted and also get nothing;
  * - `drop`: every open connection is reset and new ones are refused (reset at once);
  * - `slow`: bytes pass, each chunk held back `delayMs` first.
- * Bytes held back while blackholed are discarded, never delivered later. Only the connections
+ * Bytes held back while blackholed are discarded, never delivered later, and so is the end of one leg
+ * (the other stays open until it ends by itself). Only the connections
  * accepted while {@link TcpProxy.match} holds are affected by a mode other than `forward` (default:
  * all), so a test can cut one connection of a client (its LISTEN connection, say) and not the rest.
  */
@@ -95,8 +96,14 @@ export class TcpProxy {
     };
     pipe(client, server);
     pipe(server, client);
-    const end = () => this.close(link, false);
     for (const socket of [client, server]) {
+      const other = socket === client ? server : client;
+      // Neither FIN nor RST crosses a blackhole: while blackholed, the other leg stays open until
+      // it ends by itself (say, the server ends an idle session), or the proxy drops or stops.
+      const end = () => {
+        if (link.affected && this.mode.kind === "blackhole" && !other.destroyed) return;
+        this.close(link, false);
+      };
       socket.on("error", end);
       socket.on("close", end);
     }
