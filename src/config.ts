@@ -56,6 +56,22 @@ export interface ResolvedConfig {
   backoffMaxSeconds: number;
   /** Multiply each retry delay by a random factor in [0.5, 1] ("equal jitter"). Default true. */
   backoffJitter: boolean;
+  /**
+   * Backpressure: most pending jobs (due or scheduled) in the schema; an enqueue that would go
+   * past it throws `QueueFullError` (HTTP 429 with Retry-After). A soft cap: each process counts
+   * from a snapshot at most 1 s old plus its own enqueues since
+   * (src/queue/capacity.ts).
+   * Default 0: no cap (and no counting at all).
+   */
+  maxPendingJobs: number;
+  /** The same cap for each job type on its own. Default 0: no cap. */
+  maxPendingJobsPerType: number;
+  /**
+   * Most request-body bytes the HTTP API holds at once, over all requests in flight; a request
+   * whose body would go past it is answered 503 (Retry-After) before its body is read. Also the
+   * largest body taken when smaller than the 32 MiB body limit. Default 64 MiB; 0: no budget.
+   */
+  apiMaxInflightBodyBytes: number;
   /** Log level. Default `"info"`. */
   logLevel: LogLevel;
 }
@@ -191,6 +207,28 @@ export const CONFIG_SCHEMA = Type.Object({
     env: "BACKOFF_JITTER",
     default: true,
     description: "Multiply each retry delay by a random factor in [0.5, 1]. Default true.",
+  }),
+  maxPendingJobs: Type.Integer({
+    env: "MAX_PENDING_JOBS",
+    default: 0,
+    minimum: 0,
+    maximum: 1_000_000_000_000,
+    description: "Most pending jobs in the schema (a soft cap; over it enqueues get 429). Default 0: no cap.",
+  }),
+  maxPendingJobsPerType: Type.Integer({
+    env: "MAX_PENDING_JOBS_PER_TYPE",
+    default: 0,
+    minimum: 0,
+    maximum: 1_000_000_000_000,
+    description: "Most pending jobs of one type (a soft cap; over it enqueues get 429). Default 0: no cap.",
+  }),
+  apiMaxInflightBodyBytes: Type.Integer({
+    env: "API_MAX_INFLIGHT_BODY_BYTES",
+    default: 64 * 1024 * 1024,
+    minimum: 0,
+    maximum: 2 ** 40,
+    description:
+      "Request-body bytes the API holds at once over all requests; past it, 503 before reading. Default 67108864 (64 MiB); 0: no budget.",
   }),
   logLevel: Type.Union(
     LOG_LEVELS.map((level) => Type.Literal(level)),
