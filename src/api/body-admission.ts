@@ -18,7 +18,7 @@
 import { EventEmitter } from "node:events";
 import { Transform } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { HttpProblem, PROBLEM_TYPES } from "./problem.js";
+import { HttpProblem, PROBLEM_TYPES, problemFor, sendProblem } from "./problem.js";
 
 /** A count of bytes against a fixed budget. Emits `change` (bytes held now) on every take and give. */
 export class ByteBudget extends EventEmitter<{ change: [heldBytes: number] }> {
@@ -85,6 +85,15 @@ function hold(request: WithHeld, reply: FastifyReply, budget: ByteBudget, bytes:
   held.bytes += bytes;
 }
 
+/**
+ * Answers `problem` at once, unread body and all, and closes the connection after the answer so
+ * that the client stops sending. Not logged as a failure: a refusal is the budget working.
+ */
+function refuse(request: FastifyRequest, reply: FastifyReply, problem: HttpProblem): FastifyReply {
+  reply.header("connection", "close");
+  return sendProblem(reply, problemFor(problem, request));
+}
+
 /** True when the request carries a body (a non-zero length, or a transfer coding such as chunked). */
 function hasBody(request: FastifyRequest): boolean {
   const length = request.headers["content-length"];
@@ -109,13 +118,16 @@ export function registerBodyAdmission(
     if (!hasBody(request)) return;
     const encoding = request.headers["content-encoding"];
     if (encoding !== undefined && !/^\s*(identity)?\s*$/i.test(encoding)) {
-      reply.header("connection", "close");
-      throw new HttpProblem(
-        415,
-        PROBLEM_TYPES.unsupportedMediaType,
-        "Unsupported Media Type",
-        `Content-Encoding ${JSON.stringify(encoding)} is not supported: send the JSON body unencoded (identity).`,
-        [{ field: "content-encoding", message: "must be identity (or absent)" }],
+      return refuse(
+        request,
+        reply,
+        new HttpProblem(
+          415,
+          PROBLEM_TYPES.unsupportedMediaType,
+          "Unsupported Media Type",
+          `Content-Encoding ${JSON.stringify(encoding)} is not supported: send the JSON body unencoded (identity).`,
+          [{ field: "content-encoding", message: "must be identity (or absent)" }],
+        ),
       );
     }
     if (!budget) return;
@@ -124,10 +136,7 @@ export function registerBodyAdmission(
     const bytes = Number(length);
     // Not a length (Fastify refuses it) or over the body limit (413 before it is read): nothing to hold.
     if (!(bytes > 0) || bytes > bodyLimitBytes) return;
-    if (!budget.tryTake(bytes)) {
-      reply.header("connection", "close");
-      throw overBudget(budget, bytes);
-    }
+    if (!budget.tryTake(bytes)) return refuse(request, reply, overBudget(budget, bytes));
     hold(request as WithHeld, reply, budget, bytes);
   });
 

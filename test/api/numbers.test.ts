@@ -25,7 +25,8 @@ function referenceExact(token: string): boolean {
   const a = rational(token);
   const b = rational(String(value));
   assert.ok(a && b, `not numerals: ${token}, ${String(value)}`);
-  const low = a.e < b.e ? a.e : b.e;
+  let low = a.e;
+  if (b.e < low) low = b.e;
   return a.n * 10n ** (a.e - low) === b.n * 10n ** (b.e - low);
 }
 
