@@ -56,21 +56,11 @@ export interface ResolvedConfig {
   backoffMaxSeconds: number;
   /** Multiply each retry delay by a random factor in [0.5, 1] ("equal jitter"). Default true. */
   backoffJitter: boolean;
-  /**
-   * Backpressure: most pending jobs (due or scheduled) in the schema; an enqueue that would go
-   * past it throws `QueueFullError` (HTTP 429 with Retry-After). A soft cap: each process counts
-   * from a snapshot at most 1 s old plus its own enqueues since
-   * (src/queue/capacity.ts).
-   * Default 0: no cap (and no counting at all).
-   */
+  /** Most pending jobs, a soft cap (src/queue/capacity.ts): past it, QueueFullError / 429. Default 0: none. */
   maxPendingJobs: number;
-  /** The same cap for each job type on its own. Default 0: no cap. */
+  /** The same cap for each job type. Default 0: none. */
   maxPendingJobsPerType: number;
-  /**
-   * Most request-body bytes the HTTP API holds at once, over all requests in flight; a request
-   * whose body would go past it is answered 503 (Retry-After) before its body is read. Also the
-   * largest body taken when smaller than the 32 MiB body limit. Default 64 MiB; 0: no budget.
-   */
+  /** Request-body bytes the API holds at once; past it, 503 before reading. Default 64 MiB; 0: none. */
   apiMaxInflightBodyBytes: number;
   /** Log level. Default `"info"`. */
   logLevel: LogLevel;
@@ -111,6 +101,10 @@ const seconds = (env: string, def: number, what: string, minimum = 0.001, maximu
     maximum,
     description: `${what}. Default ${def} s; seconds, from ${minimum} to ${maximum}.`,
   });
+
+/** A whole-number option from 0 to `maximum` (the backpressure limits). */
+const whole = (env: string, def: number, maximum: number, description: string) =>
+  Type.Integer({ env, default: def, minimum: 0, maximum, description });
 
 /**
  * Every option: its environment variable (`env`), default, range (`minimum`/`maximum`, whole
@@ -208,28 +202,19 @@ export const CONFIG_SCHEMA = Type.Object({
     default: true,
     description: "Multiply each retry delay by a random factor in [0.5, 1]. Default true.",
   }),
-  maxPendingJobs: Type.Integer({
-    env: "MAX_PENDING_JOBS",
-    default: 0,
-    minimum: 0,
-    maximum: 1_000_000_000_000,
-    description: "Most pending jobs in the schema (a soft cap; over it enqueues get 429). Default 0: no cap.",
-  }),
-  maxPendingJobsPerType: Type.Integer({
-    env: "MAX_PENDING_JOBS_PER_TYPE",
-    default: 0,
-    minimum: 0,
-    maximum: 1_000_000_000_000,
-    description: "Most pending jobs of one type (a soft cap; over it enqueues get 429). Default 0: no cap.",
-  }),
-  apiMaxInflightBodyBytes: Type.Integer({
-    env: "API_MAX_INFLIGHT_BODY_BYTES",
-    default: 64 * 1024 * 1024,
-    minimum: 0,
-    maximum: 2 ** 40,
-    description:
-      "Request-body bytes the API holds at once over all requests; past it, 503 before reading. Default 67108864 (64 MiB); 0: no budget.",
-  }),
+  maxPendingJobs: whole(
+    "MAX_PENDING_JOBS",
+    0,
+    1e12,
+    "Most pending jobs in the schema (a soft cap; 429 past it). Default 0: none.",
+  ),
+  maxPendingJobsPerType: whole("MAX_PENDING_JOBS_PER_TYPE", 0, 1e12, "Per type, the same. Default 0: none."),
+  apiMaxInflightBodyBytes: whole(
+    "API_MAX_INFLIGHT_BODY_BYTES",
+    64 * 1024 * 1024,
+    2 ** 40,
+    "Request-body bytes the API holds at once (503 past it). Default 67108864 (64 MiB); 0: none.",
+  ),
   logLevel: Type.Union(
     LOG_LEVELS.map((level) => Type.Literal(level)),
     { env: "LOG_LEVEL", default: "info", description: 'pino log level. Default "info".' },
