@@ -13,6 +13,8 @@
  *   refuses early until the next snapshot);
  * - jobs claimed or cancelled since the snapshot still count until the next one (up to a second
  *   of early refusals);
+ * - an enqueue that fails, or runs in a caller's transaction that rolls back, still counts until
+ *   the next snapshot (the same);
  * - other processes' enqueues since the snapshot are not counted: with P processes enqueueing at
  *   once the count can pass the cap by what they enqueue in one refresh period.
  * A stale snapshot is refreshed in the background while enqueues go on against the old one; an
