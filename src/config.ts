@@ -62,6 +62,12 @@ export interface ResolvedConfig {
   backoffMaxSeconds: number;
   /** Multiply each retry delay by a random factor in [0.5, 1] ("equal jitter"). Default true. */
   backoffJitter: boolean;
+  /** Most pending jobs, a soft cap (src/queue/capacity.ts): past it, QueueFullError / 429. Default 0: none. */
+  maxPendingJobs: number;
+  /** The same cap for each job type. Default 0: none. */
+  maxPendingJobsPerType: number;
+  /** Request-body bytes the API holds at once; past it, 503 before reading. Default 64 MiB; 0: none. */
+  apiMaxInflightBodyBytes: number;
   /** Log level. Default `"info"`. */
   logLevel: LogLevel;
 }
@@ -101,6 +107,10 @@ const seconds = (env: string, def: number, what: string, minimum = 0.001, maximu
     maximum,
     description: `${what}. Default ${def} s; seconds, from ${minimum} to ${maximum}.`,
   });
+
+/** A whole-number option from 0 to `maximum` (the backpressure limits). */
+const whole = (env: string, def: number, maximum: number, description: string) =>
+  Type.Integer({ env, default: def, minimum: 0, maximum, description });
 
 /**
  * Every option: its environment variable (`env`), default, range (`minimum`/`maximum`, whole
@@ -213,6 +223,19 @@ export const CONFIG_SCHEMA = Type.Object({
     default: true,
     description: "Multiply each retry delay by a random factor in [0.5, 1]. Default true.",
   }),
+  maxPendingJobs: whole(
+    "MAX_PENDING_JOBS",
+    0,
+    1e12,
+    "Most pending jobs in the schema (a soft cap; 429 past it). Default 0: none.",
+  ),
+  maxPendingJobsPerType: whole("MAX_PENDING_JOBS_PER_TYPE", 0, 1e12, "Per type, the same. Default 0: none."),
+  apiMaxInflightBodyBytes: whole(
+    "API_MAX_INFLIGHT_BODY_BYTES",
+    64 * 1024 * 1024,
+    2 ** 40,
+    "Request-body bytes the API holds at once (503 past it). Default 67108864 (64 MiB); 0: none.",
+  ),
   logLevel: Type.Union(
     LOG_LEVELS.map((level) => Type.Literal(level)),
     { env: "LOG_LEVEL", default: "info", description: 'pino log level. Default "info".' },
