@@ -50,6 +50,14 @@ export interface ResolvedConfig {
   staleThresholdSeconds: number;
   /** On SIGTERM/stop(), wait this long for running handlers before aborting them. Default 60 s. */
   shutdownGraceSeconds: number;
+  /** Bound on opening a connection and on waiting for a free pooled one. Default 5 s. */
+  connectTimeoutSeconds: number;
+  /** Server-side statement_timeout of pooled connections (the client waits a little longer). Default 30 s. */
+  statementTimeoutSeconds: number;
+  /** Connections of the shared pool (and of the service's own API pool). Default 10. */
+  poolSize: number;
+  /** The API answers 503 when a database call of a request takes longer. Default 4 s. */
+  apiTimeoutSeconds: number;
   /** Retry delay after failed attempt a (0-based) is min(base * 2^a, max). Default base 1 s. */
   backoffBaseSeconds: number;
   /** Upper bound of the retry delay. Default 3600 s. */
@@ -185,6 +193,16 @@ export const CONFIG_SCHEMA = Type.Object({
     "Wait this long for running handlers on stop",
     0,
   ),
+  connectTimeoutSeconds: seconds("CONNECT_TIMEOUT_SECONDS", 5, "Connect and acquire bound", 0.001, 600),
+  statementTimeoutSeconds: seconds("STATEMENT_TIMEOUT_SECONDS", 30, "Pooled statement_timeout"),
+  poolSize: Type.Integer({
+    env: "POOL_SIZE",
+    default: 10,
+    minimum: 1,
+    maximum: 1000,
+    description: "Connections of the shared pool (and of the API's). Default 10; 1 to 1000.",
+  }),
+  apiTimeoutSeconds: seconds("API_TIMEOUT_SECONDS", 4, "API wait on the database before 503", 0.001, 600),
   backoffBaseSeconds: seconds("BACKOFF_BASE_SECONDS", 1, "Retry delay base: min(base * 2^attempt, max)", 0),
   backoffMaxSeconds: seconds("BACKOFF_MAX_SECONDS", 3600, "Upper bound of the retry delay", 0, 31_536_000),
   backoffJitter: Type.Boolean({
