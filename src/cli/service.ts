@@ -48,6 +48,21 @@ export interface RunningService {
   stopNow(): void;
 }
 
+/**
+ * The service's API pool, separate from the queue's: `poolSize` connections, and the server cuts
+ * each statement at `apiTimeoutSeconds` (or `statementTimeoutSeconds` if lower), when the request
+ * answers 503 anyway; connecting is bounded by the lower of `connectTimeoutSeconds` and it.
+ */
+export function createApiPool(config: ResolvedConfig & { databaseUrl: string }): pg.Pool {
+  return createPool({
+    connectionString: config.databaseUrl,
+    applicationName: "taskqueue-api",
+    max: config.poolSize,
+    connectTimeoutSeconds: Math.min(config.connectTimeoutSeconds, config.apiTimeoutSeconds),
+    statementTimeoutSeconds: Math.min(config.statementTimeoutSeconds, config.apiTimeoutSeconds),
+  });
+}
+
 async function loadHandlers(registry: HandlerRegistry, modulePath: string): Promise<void> {
   const mod = (await import(pathToFileURL(resolve(modulePath)).href)) as { default?: unknown };
   const exported = mod.default;
@@ -107,16 +122,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       worker = await queue.startWorker({ types: options.types });
     }
     if (options.api) {
-      // The API has a pool of its own, so handlers that exhaust the queue's pool (case: addJob
-      // without {client} inside a handler's transaction) never hold POST /jobs behind them; its
-      // statements are cut by the server at apiTimeoutSeconds, when the request gives up anyway.
-      apiPool = createPool({
-        connectionString: queue.config.databaseUrl,
-        applicationName: "taskqueue-api",
-        max: config.poolSize,
-        connectTimeoutSeconds: Math.min(config.connectTimeoutSeconds, config.apiTimeoutSeconds),
-        statementTimeoutSeconds: Math.min(config.statementTimeoutSeconds, config.apiTimeoutSeconds),
-      });
+      // The API has a pool of its own, so handlers that exhaust the queue's pool (addJob without
+      // {client} inside a handler's transaction) never hold POST /jobs behind them.
+      apiPool = createApiPool(queue.config);
       apiPool.on("error", (error) => logger.warn({ err: error }, "idle API pool connection failed"));
       const running = worker as (Worker & { health?: () => WorkerHealth }) | null;
       // Worker.health() comes with the worker's connection states; until then /ready checks the database only.
