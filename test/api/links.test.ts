@@ -61,7 +61,11 @@ const getReady = () => timed({ method: "GET", url: "/ready" });
 function assertUnavailable({ res, ms }: { res: LightMyRequestResponse; ms: number }, what: string): void {
   const body = assertProblem(res, 503);
   assert.equal(body.type, "urn:taskqueue:problem:database-unavailable", what);
-  assert.match(`${body.title} ${body.detail}`, /database (is )?unavailable|database cannot be reached/i, what);
+  assert.match(
+    `${body.title} ${body.detail}`,
+    /database (is )?unavailable|database cannot be reached/i,
+    what,
+  );
   assert.equal(res.headers["retry-after"], "5", what);
   assert.ok(ms < ANSWER_BOUND_MS, `${what} answered after ${ms} ms`);
 }
