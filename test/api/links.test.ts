@@ -10,8 +10,9 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import type pg from "pg";
 import { buildApp } from "../../src/api/app.js";
-import type { WorkerHealth } from "../../src/api/routes/health.js";
+import { READY_TIMEOUT_MS, type WorkerHealth } from "../../src/api/routes/health.js";
 import { createApiPool } from "../../src/cli/service.js";
+import { createPool } from "../../src/db/pool.js";
 import { Ledger } from "../../src/queue/ledger.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
 import { TcpProxy } from "../helpers/tcp-proxy.js";
@@ -87,9 +88,13 @@ describe("the API cut off from PostgreSQL", () => {
   }, async () => {
     assert.equal((await postJob()).res.statusCode, 201, "a warm pool first");
     proxy.set({ kind: "blackhole" });
+    // Alone first, so that it runs on the pool's idle connection, open into the blackhole.
+    assertUnavailable(await postJob(), "POST /jobs on an open connection");
     const answers = await Promise.all([postJob(), postJob(), getReady()]);
     for (const [i, answer] of answers.entries())
       assertUnavailable(answer, i === 2 ? "GET /ready" : "POST /jobs");
+    const ready = answers[2];
+    assert.ok(ready && ready.ms < READY_TIMEOUT_MS + 1000, `GET /ready took ${ready?.ms} ms`);
     // A new connection through the blackhole cannot open either: still bounded.
     assertUnavailable(await postJob(), "POST /jobs once the pool's connections hang");
     proxy.set({ kind: "forward" });
@@ -100,6 +105,34 @@ describe("the API cut off from PostgreSQL", () => {
     while (proxy.openLinks > pool.totalCount && Date.now() < deadline)
       await new Promise((resolve) => setTimeout(resolve, 100));
     assert.ok(proxy.openLinks <= pool.totalCount, `${proxy.openLinks} links for ${pool.totalCount} clients`);
+  });
+
+  it("an API on a pool with the library's default deadlines (30 s) still answers 503 within 5 s", {
+    timeout: 60_000,
+  }, async () => {
+    const libraryPool = createPool({ connectionString: proxy.url(DATABASE_URL) });
+    libraryPool.on("error", () => undefined);
+    const libraryApp = await buildApp({ ledger: new Ledger(libraryPool, db.schema), config: db.config });
+    try {
+      const post = async () => {
+        const started = Date.now();
+        const res = await libraryApp.inject({
+          method: "POST",
+          url: "/jobs",
+          headers: JSON_HEADERS,
+          payload: { type: "echo" },
+        });
+        return { res, ms: Date.now() - started };
+      };
+      assert.equal((await post()).res.statusCode, 201, "a warm pool first");
+      proxy.set({ kind: "blackhole" });
+      assertUnavailable(await post(), "POST /jobs past apiTimeoutSeconds");
+    } finally {
+      proxy.set({ kind: "forward" });
+      await libraryApp.close();
+      // Its hung connection ends at the pool's query deadline; end() does not wait for it.
+      void libraryPool.end().catch(() => undefined);
+    }
   });
 
   it("drop: POST /jobs and GET /ready answer 503 within 5 s; then 201 again by itself", {
