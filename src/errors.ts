@@ -210,3 +210,37 @@ export class QueueFullError extends TaskQueueError {
     );
   }
 }
+
+/**
+ * The database could not be reached, or did not answer within a deadline: a connection that did
+ * not open within `connectTimeoutSeconds`, a statement past its deadline (`statementTimeoutSeconds`
+ * plus a margin, after which its connection is closed, never reused), or an API request past
+ * `apiTimeoutSeconds`. Nothing about the request itself is wrong: retry later. A write that timed
+ * out may or may not have committed (the answer was lost, not necessarily the write).
+ */
+export class DatabaseUnavailableError extends TaskQueueError {
+  constructor(message: string, options?: { cause?: unknown; code?: string }) {
+    super(options?.code ?? "database_unavailable", message, options);
+  }
+}
+
+/**
+ * No connection of a pool became free within `connectTimeoutSeconds`: every one of its `poolSize`
+ * connections was checked out. The usual cause is pool exhaustion by handlers that hold a pooled
+ * client (a transaction) while calling `addJob` without passing it (`{client}`): each such call
+ * waits for a second connection that the others hold. Code `pool_timeout`.
+ */
+export class PoolTimeoutError extends DatabaseUnavailableError {
+  constructor(
+    readonly poolSize: number,
+    readonly waitedMs: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `no connection of the pool (size ${poolSize}) became free within ${waitedMs / 1000} s: all ${poolSize} are checked out. ` +
+        "Likely cause: handlers holding a pooled client (a transaction) call addJob without it; " +
+        "pass {client} to addJob inside the transaction, or raise poolSize (POOL_SIZE)",
+      { ...options, code: "pool_timeout" },
+    );
+  }
+}

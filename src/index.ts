@@ -31,6 +31,7 @@ export { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
 export {
   BatchTooLargeError,
   ConfigError,
+  DatabaseUnavailableError,
   EmbeddedPostgresError,
   EmbeddedPostgresUnavailableError,
   type FieldProblem,
@@ -43,6 +44,7 @@ export {
   JobValidationError,
   LockSessionLostError,
   PayloadError,
+  PoolTimeoutError,
   QueueFullError,
   SchemaVersionError,
   TaskQueueError,
@@ -74,6 +76,21 @@ export {
   type WorkerState,
 } from "./worker/worker.js";
 
+/**
+ * The start-up warning for a worker whose handlers can exhaust the shared pool, or null when they
+ * cannot: with `workerCount` ≥ the pool's size, handlers that each hold a client of `queue.pool` (a
+ * transaction) and call `addJob` without it leave no connection for those calls, nor for anything
+ * else on the pool. Such waits end after `connectTimeoutSeconds` with a {@link PoolTimeoutError}.
+ */
+export function poolStarvationWarning(workerCount: number, poolSize: number): string | null {
+  if (workerCount < poolSize) return null;
+  return (
+    `workerCount (${workerCount}) is at least the shared pool's size (${poolSize}): handlers that hold a client of queue.pool ` +
+    "and call addJob without it can take every connection and starve each other (PoolTimeoutError). " +
+    "Pass {client} to addJob inside the transaction, or raise poolSize (POOL_SIZE) above workerCount"
+  );
+}
+
 /** Options of {@link TaskQueue}: the config fields, plus an optional pool and logger to share. */
 export interface TaskQueueInit extends TaskQueueOptions {
   /** Use this pool instead of creating one (it is not closed by {@link TaskQueue.close}). */
@@ -103,7 +120,14 @@ export class TaskQueue {
     this.config = config as ResolvedConfig & { databaseUrl: string };
     this.logger = logger ?? createLogger(config.logLevel);
     this.ownsPool = !pool;
-    this.pool = pool ?? createPool({ connectionString: config.databaseUrl });
+    this.pool =
+      pool ??
+      createPool({
+        connectionString: config.databaseUrl,
+        max: config.poolSize,
+        connectTimeoutSeconds: config.connectTimeoutSeconds,
+        statementTimeoutSeconds: config.statementTimeoutSeconds,
+      });
     this.pool.on("error", (error) => this.logger.warn({ err: error }, "idle pool connection failed"));
     this.ledger = new Ledger(this.pool, config.schema, config);
     if (builtinHandlers) registerBuiltinHandlers(this.registry);
@@ -168,6 +192,8 @@ export class TaskQueue {
   ): Promise<Worker> {
     const { runReaper, types, ...rest } = overrides;
     const config = resolveConfig({ ...this.config, ...rest }) as TaskQueue["config"];
+    const starvation = poolStarvationWarning(config.workerCount, this.pool.options.max ?? 10);
+    if (starvation) this.logger.warn({ workerCount: config.workerCount }, starvation);
     const worker = new Worker({
       config,
       registry: this.registry,

@@ -10,11 +10,12 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { ResolvedConfig } from "../config.js";
 import type { Ledger } from "../queue/ledger.js";
 import { registerBodyAdmission } from "./body-admission.js";
+import { boundedLedger } from "./deadline.js";
 import { registerJsonBodyParser } from "./json-body.js";
 import { registerApiKinds } from "./kinds.js";
 import { problemFor, registerProblemHandling, sendProblem } from "./problem.js";
 import { parseQueryString, registerQueryEncodingCheck } from "./query-encoding.js";
-import { healthRoutes } from "./routes/health.js";
+import { healthRoutes, READY_TIMEOUT_MS, type WorkerHealth } from "./routes/health.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { typeBoxValidatorCompiler } from "./validation.js";
@@ -37,6 +38,8 @@ export interface BuildAppOptions {
    * or a pino-compatible logger instance to log through.
    */
   logger?: boolean | FastifyBaseLogger;
+  /** The health of this process's worker, if it runs one: GET /ready reports it (see routes/health.ts). */
+  workerHealth?: () => WorkerHealth;
 }
 
 function packageVersion(): string {
@@ -63,7 +66,9 @@ function packageVersion(): string {
  * kinds.ts) in TypeBox's process-wide TypeRegistry, and nothing else there.
  */
 export async function buildApp(options: BuildAppOptions): Promise<FastifyInstance> {
-  const { ledger, config } = options;
+  const { config } = options;
+  // Every database call of a request answers within apiTimeoutSeconds, or 503 (deadline.ts).
+  const ledger = boundedLedger(options.ledger, (config.apiTimeoutSeconds ?? 4) * 1000);
   const logger = options.logger ?? false;
   registerApiKinds();
   const budgetBytes = config.apiMaxInflightBodyBytes;
@@ -109,7 +114,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
   await app.register(jobRoutes, { ledger });
   await app.register(metricsRoutes, { ledger, config });
-  await app.register(healthRoutes, { ledger });
+  await app.register(healthRoutes, {
+    ledger,
+    timeoutMs: Math.min(READY_TIMEOUT_MS, (config.apiTimeoutSeconds ?? 4) * 1000),
+    workerHealth: options.workerHealth,
+  });
   await app.ready();
   return app;
 }

@@ -11,6 +11,9 @@
  *   (54, e.g. a payload nested too deep) → 422. The ledger validates before it writes, so these
  *   should not happen; they are a second line of defence so that bad input never yields a 500;
  * - the database unreachable (connection errors, SQLSTATE classes 08, 53, 57P0x) → 503;
+ * - the database not answering in time ({@link DatabaseUnavailableError}: connect, acquisition or
+ *   query deadline, the API's `apiTimeoutSeconds`; pg's "Query read timeout"; the server's
+ *   statement_timeout, SQLSTATE 57014) → 503 with `Retry-After`;
  * - Fastify's own client errors keep their status: malformed JSON → 400, body too large → 413,
  *   unsupported content type → 415, ...;
  * - anything else → 500 with a generic detail (the error is logged, never sent).
@@ -19,10 +22,12 @@ import { STATUS_CODES } from "node:http";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
   BatchTooLargeError,
+  DatabaseUnavailableError,
   type FieldProblem,
   JobNotFoundError,
   JobStateConflictError,
   JobValidationError,
+  PoolTimeoutError,
   QueueFullError,
 } from "../errors.js";
 import { JOB_CONSTRAINTS, LIMITS, wireName } from "../queue/job-shape.js";
@@ -46,6 +51,7 @@ export const PROBLEM_TYPES = {
   databaseUnavailable: "urn:taskqueue:problem:database-unavailable",
   queueFull: "urn:taskqueue:problem:queue-full",
   serverBusy: "urn:taskqueue:problem:server-busy",
+  notReady: "urn:taskqueue:problem:not-ready",
   internal: "urn:taskqueue:problem:internal-error",
   http: "about:blank",
 } as const;
@@ -142,6 +148,32 @@ function isConnectionError(error: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect/i.test(error.message);
 }
 
+/**
+ * True if the database did not answer in time: a {@link DatabaseUnavailableError} (connect or
+ * acquisition timeout, query deadline, the API's own deadline), pg's "Query read timeout" from a
+ * pool that is not taskqueue's, or the server's `statement_timeout` (SQLSTATE 57014).
+ */
+function isDatabaseDeadlineError(error: unknown): boolean {
+  if (error instanceof DatabaseUnavailableError) return true;
+  if (isDatabaseError(error)) return error.code === "57014";
+  return error instanceof Error && /^Query read timeout$/.test(error.message);
+}
+
+/** 503 naming the database as unavailable (sent with `Retry-After`, see {@link sendProblem}). */
+function databaseUnavailable(error: unknown, instance: string): Problem {
+  const reason =
+    error instanceof PoolTimeoutError
+      ? "no database connection became free in time"
+      : "the database did not answer in time";
+  return make(
+    503,
+    PROBLEM_TYPES.databaseUnavailable,
+    "Database unavailable",
+    `The database is unavailable: ${reason}; retry later. A write may or may not have been stored.`,
+    instance,
+  );
+}
+
 function make(
   status: number,
   type: string,
@@ -196,6 +228,7 @@ export function problemFor(error: unknown, request: FastifyRequest): Problem {
   if (error instanceof JobStateConflictError) {
     return make(409, PROBLEM_TYPES.jobStateConflict, "Job state conflict", error.message, instance);
   }
+  if (isDatabaseDeadlineError(error)) return databaseUnavailable(error, instance);
   if (isConnectionError(error)) {
     return make(
       503,

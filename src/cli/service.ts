@@ -5,12 +5,16 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { FastifyInstance } from "fastify";
+import type pg from "pg";
 import { buildApp } from "../api/app.js";
+import type { WorkerHealth } from "../api/routes/health.js";
 import type { ResolvedConfig } from "../config.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../db/embedded.js";
+import { createPool } from "../db/pool.js";
 import { ConfigError } from "../errors.js";
 import { TaskQueue } from "../index.js";
 import { createLogger, type Logger } from "../log.js";
+import { Ledger } from "../queue/ledger.js";
 import type { HandlerRegistry, JobHandler } from "../worker/registry.js";
 import type { Worker } from "../worker/worker.js";
 
@@ -42,6 +46,21 @@ export interface RunningService {
   stop(): Promise<void>;
   /** For a forced exit: stops the embedded database (if any) at once, synchronously. */
   stopNow(): void;
+}
+
+/**
+ * The service's API pool, separate from the queue's: `poolSize` connections, and the server cuts
+ * each statement at `apiTimeoutSeconds` (or `statementTimeoutSeconds` if lower), when the request
+ * answers 503 anyway; connecting is bounded by the lower of `connectTimeoutSeconds` and it.
+ */
+export function createApiPool(config: ResolvedConfig & { databaseUrl: string }): pg.Pool {
+  return createPool({
+    connectionString: config.databaseUrl,
+    applicationName: "taskqueue-api",
+    max: config.poolSize,
+    connectTimeoutSeconds: Math.min(config.connectTimeoutSeconds, config.apiTimeoutSeconds),
+    statementTimeoutSeconds: Math.min(config.statementTimeoutSeconds, config.apiTimeoutSeconds),
+  });
 }
 
 async function loadHandlers(registry: HandlerRegistry, modulePath: string): Promise<void> {
@@ -81,8 +100,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let app: FastifyInstance | null = null;
   let worker: Worker | null = null;
   let url: string | null = null;
+  let apiPool: pg.Pool | null = null;
   const stopAll = async () => {
     await app?.close().catch((error: unknown) => logger.warn({ err: error }, "API close failed"));
+    await apiPool?.end().catch(() => undefined);
     await worker?.stop();
     await queue.close().catch(() => undefined);
     await embedded?.stop();
@@ -101,7 +122,22 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       worker = await queue.startWorker({ types: options.types });
     }
     if (options.api) {
-      app = await buildApp({ ledger: queue.ledger, config: queue.config, logger });
+      // The API has a pool of its own, so handlers that exhaust the queue's pool (addJob without
+      // {client} inside a handler's transaction) never hold POST /jobs behind them.
+      apiPool = createApiPool(queue.config);
+      apiPool.on("error", (error) => logger.warn({ err: error }, "idle API pool connection failed"));
+      const running = worker as (Worker & { health?: () => WorkerHealth }) | null;
+      // Worker.health() comes with the worker's connection states; until then /ready checks the database only.
+      const workerHealth =
+        running && typeof running.health === "function"
+          ? () => (running.health as () => WorkerHealth)()
+          : undefined;
+      app = await buildApp({
+        ledger: new Ledger(apiPool, queue.config.schema),
+        config: queue.config,
+        logger,
+        workerHealth,
+      });
       url = await app.listen({ host: config.host, port: config.port });
       logger.info({ url, docs: `${url}/docs` }, "API listening");
     }

@@ -4,6 +4,7 @@
  * advisory locks and LISTEN belong to the session that took them (DESIGN.md §5).
  */
 import pg from "pg";
+import { DatabaseUnavailableError, PoolTimeoutError } from "../errors.js";
 import { TASKQUEUE_TYPES } from "./types.js";
 
 /** A client that can run queries: a pooled client, a dedicated client, or the pool itself. */
@@ -16,22 +17,143 @@ export interface ConnectionOptions {
   applicationName?: string;
 }
 
+/** Options of {@link createPool}. */
+export interface PoolOptions extends ConnectionOptions {
+  /** Most connections at once. Default 10. */
+  max?: number;
+  /**
+   * Bound on opening a connection, and on waiting for a free one when all `max` are checked out
+   * (pg's `connectionTimeoutMillis` covers both). Default 5 s.
+   */
+  connectTimeoutSeconds?: number;
+  /** Server-side `statement_timeout` of each connection. Default 30 s. */
+  statementTimeoutSeconds?: number;
+}
+
+/** TCP keepalive probes start after this much idle time, on pooled and dedicated connections. */
+export const KEEPALIVE_INITIAL_DELAY_MS = 10_000;
+
 /**
- * Creates the shared pool, reading int8 as numbers (./types.ts) on its connections only. Idle
- * errors (server restart) are logged by the owner, never thrown.
+ * The client-side deadline of a pooled query, ms: the server's `statement_timeout` plus a margin
+ * (a tenth of it, between 250 ms and 2 s), so that a live server cancels a slow statement first
+ * (SQLSTATE 57014, nothing committed) and the client gives up only when the server does not answer
+ * at all (30 s → 32 s).
  */
-export function createPool(options: ConnectionOptions & { max?: number }): pg.Pool {
-  return new pg.Pool({
+export function queryDeadlineMs(statementTimeoutSeconds: number): number {
+  const statementMs = statementTimeoutSeconds * 1000;
+  return Math.ceil(statementMs + Math.min(2000, Math.max(250, statementMs / 10)));
+}
+
+type QueryCallback = (error: Error | null, result?: unknown) => void;
+const baseQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+
+/**
+ * pg's client with one change: a query that passes its client-side deadline (pg's `query_timeout`,
+ * "Query read timeout") ends its connection at once. pg itself leaves the timed-out query active,
+ * so every later query on that connection would queue behind it, and a caller that releases the
+ * client without an error (a transaction's `finally`) would put it back in the pool; ended, the pool
+ * drops it on release. The error becomes a {@link DatabaseUnavailableError}.
+ */
+class DeadlineClient extends pg.Client {}
+DeadlineClient.prototype.query = function query(this: pg.Client, ...args: unknown[]): unknown {
+  const [config, second, third] = args;
+  // Submittables (cursors, streams) report through their own callbacks: passed through as they are.
+  if (typeof (config as { submit?: unknown } | null)?.submit === "function")
+    return baseQuery.apply(this, args);
+  const callback = (typeof second === "function" ? second : third) as QueryCallback | undefined;
+  const values = typeof second === "function" ? undefined : second;
+  const translate = (error: Error | null): Error | null => {
+    if (error?.message !== "Query read timeout") return error;
+    this.end().catch(() => undefined);
+    const deadline = (this as unknown as { connectionParameters: { query_timeout?: number } })
+      .connectionParameters.query_timeout;
+    return new DatabaseUnavailableError(
+      `the database did not answer within ${(deadline ?? 0) / 1000} s (the query deadline); the connection was closed`,
+      { cause: error },
+    );
+  };
+  if (callback) {
+    baseQuery.call(this, config, values, (error: Error | null, result?: unknown) =>
+      callback(translate(error), result),
+    );
+    return undefined;
+  }
+  return new Promise((resolve, reject) => {
+    baseQuery.call(this, config, values, (error: Error | null, result?: unknown) => {
+      const translated = translate(error);
+      if (translated) reject(translated);
+      else resolve(result);
+    });
+  });
+} as pg.Client["query"];
+
+/**
+ * pg's pool with typed errors on acquisition: a wait for a free connection past the connect timeout
+ * becomes a {@link PoolTimeoutError} (naming the pool size and the likely cause), a connection that
+ * did not open in time a {@link DatabaseUnavailableError}. `pool.query` acquires through here too.
+ */
+class BoundedPool extends pg.Pool {
+  private translate(error: Error): Error {
+    const waitedMs = this.options.connectionTimeoutMillis ?? 0;
+    if (error.message === "timeout exceeded when trying to connect")
+      return new PoolTimeoutError(this.options.max ?? 10, waitedMs, { cause: error });
+    if (error.message === "Connection terminated due to connection timeout")
+      return new DatabaseUnavailableError(
+        `could not connect to the database within ${waitedMs / 1000} s (connectTimeoutSeconds)`,
+        { cause: error },
+      );
+    return error;
+  }
+
+  override connect(): Promise<pg.PoolClient>;
+  override connect(
+    callback: (
+      error: Error | undefined,
+      client: pg.PoolClient | undefined,
+      done: (release?: unknown) => void,
+    ) => void,
+  ): void;
+  override connect(
+    callback?: (
+      error: Error | undefined,
+      client: pg.PoolClient | undefined,
+      done: (release?: unknown) => void,
+    ) => void,
+  ): Promise<pg.PoolClient> | undefined {
+    if (callback) {
+      super.connect((error, client, done) => callback(error ? this.translate(error) : error, client, done));
+      return undefined;
+    }
+    return super.connect().catch((error: Error) => {
+      throw this.translate(error);
+    });
+  }
+}
+
+/**
+ * Creates the shared pool, reading int8 as numbers (./types.ts) on its connections only. Every wait
+ * on it is bounded: TCP keepalive on each connection; opening a connection and waiting for a free
+ * one within `connectTimeoutSeconds` ({@link PoolTimeoutError} / {@link DatabaseUnavailableError});
+ * each statement within `statementTimeoutSeconds` on the server (SQLSTATE 57014) and within
+ * {@link queryDeadlineMs} on the client ({@link DatabaseUnavailableError}, its connection closed and
+ * never reused). Idle errors (server restart) are logged by the owner, never thrown.
+ */
+export function createPool(options: PoolOptions): pg.Pool {
+  const statementTimeoutSeconds = options.statementTimeoutSeconds ?? 30;
+  return new BoundedPool({
+    Client: DeadlineClient,
     connectionString: options.connectionString,
     application_name: options.applicationName ?? "taskqueue",
     max: options.max ?? 10,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
+    connectionTimeoutMillis: Math.ceil((options.connectTimeoutSeconds ?? 5) * 1000),
+    statement_timeout: Math.ceil(statementTimeoutSeconds * 1000),
+    query_timeout: queryDeadlineMs(statementTimeoutSeconds),
     // Also for the plain-text queries sent on taskqueue's own connections (see ./types.ts).
     types: TASKQUEUE_TYPES,
   });
 }
-
-/** TCP keepalive probes on dedicated connections start after this much silence. */
-export const KEEPALIVE_INITIAL_DELAY_MS = 10_000;
 
 /** Options of a dedicated session: {@link ConnectionOptions} and its connect bound. */
 export interface SessionOptions extends ConnectionOptions {

@@ -5,6 +5,7 @@
  * fifty. Each caller still gets its own job, or its own error.
  */
 import type { Queryable } from "../db/pool.js";
+import { DatabaseUnavailableError } from "../errors.js";
 import { newJob } from "./job-shape.js";
 import { enqueueJobs } from "./sql/enqueue.js";
 import { jsonArrayType, jsonTextArray, numberArray } from "./sql/params.js";
@@ -122,7 +123,9 @@ export class EnqueueBatcher {
       );
       for (const [i, p] of batch.entries()) p.resolve(stored[i] as Job);
     } catch (error) {
-      if (batch.length === 1) batch[0]?.reject(error);
+      // The database out of reach is no job's fault: retrying each job alone would only wait again.
+      if (batch.length === 1 || error instanceof DatabaseUnavailableError)
+        for (const p of batch) p.reject(error);
       else
         await Promise.all(
           batch.map((p) =>

@@ -73,6 +73,10 @@ export class TcpProxy {
   /** Changes the mode for every affected link, open or future. `drop` resets open links at once. */
   set(mode: ProxyMode): void {
     this.mode = mode;
+    // Out of a blackhole, the end of a leg that closed meanwhile reaches the other side at last.
+    if (mode.kind !== "blackhole")
+      for (const link of [...this.links])
+        if (link.client.destroyed || link.server.destroyed) this.close(link, false);
     if (mode.kind === "drop") for (const link of [...this.links]) if (link.affected) this.close(link, true);
   }
 
