@@ -50,6 +50,11 @@ export interface ResolvedConfig {
   staleThresholdSeconds: number;
   /** On SIGTERM/stop(), wait this long for running handlers before aborting them. Default 60 s. */
   shutdownGraceSeconds: number;
+  /**
+   * Sandboxed handlers: after an abort (or a stop), wait this long for the handler's child process
+   * to answer before SIGKILL. Default 5 s.
+   */
+  handlerKillGraceSeconds: number;
   /** Retry delay after failed attempt a (0-based) is min(base * 2^a, max). Default base 1 s. */
   backoffBaseSeconds: number;
   /** Upper bound of the retry delay. Default 3600 s. */
@@ -184,6 +189,13 @@ export const CONFIG_SCHEMA = Type.Object({
     60,
     "Wait this long for running handlers on stop",
     0,
+  ),
+  handlerKillGraceSeconds: seconds(
+    "HANDLER_KILL_GRACE_SECONDS",
+    5,
+    "Sandboxed handlers: after an abort, wait this long for the child process to answer before SIGKILL",
+    0.001,
+    3600,
   ),
   backoffBaseSeconds: seconds("BACKOFF_BASE_SECONDS", 1, "Retry delay base: min(base * 2^attempt, max)", 0),
   backoffMaxSeconds: seconds("BACKOFF_MAX_SECONDS", 3600, "Upper bound of the retry delay", 0, 31_536_000),

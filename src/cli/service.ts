@@ -8,10 +8,10 @@ import type { FastifyInstance } from "fastify";
 import { buildApp } from "../api/app.js";
 import type { ResolvedConfig } from "../config.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../db/embedded.js";
-import { ConfigError } from "../errors.js";
+import { ConfigError, HandlerModuleError, HandlerTypeError } from "../errors.js";
 import { TaskQueue } from "../index.js";
 import { createLogger, type Logger } from "../log.js";
-import type { HandlerRegistry, JobHandler } from "../worker/registry.js";
+import type { HandlerRegistry, RegisteredHandler, SandboxedHandlerSpec } from "../worker/registry.js";
 import type { Worker } from "../worker/worker.js";
 
 /** Where `npm start` keeps the embedded database's data, relative to the working directory. */
@@ -27,7 +27,11 @@ export interface ServiceOptions {
   migrate?: boolean;
   /** Only claim these built-in or module types (default: every registered type). */
   types?: string[];
-  /** Module whose default export registers handlers: `(registry) => void` or `{type: handler}`. */
+  /**
+   * Module whose default export registers handlers: `(registry) => void` or `{type: handler}`, a
+   * handler being a function, `sandboxed(url)`, or `{ module, export?, sandbox: "process" }` (a
+   * relative `module` is resolved against the handlers module).
+   */
   handlersModule?: string;
 }
 
@@ -45,17 +49,37 @@ export interface RunningService {
 }
 
 async function loadHandlers(registry: HandlerRegistry, modulePath: string): Promise<void> {
-  const mod = (await import(pathToFileURL(resolve(modulePath)).href)) as { default?: unknown };
+  const moduleUrl = pathToFileURL(resolve(modulePath)).href;
+  const mod = (await import(moduleUrl)) as { default?: unknown };
   const exported = mod.default;
   if (typeof exported === "function") await (exported as (r: HandlerRegistry) => unknown)(registry);
   else if (exported && typeof exported === "object")
-    for (const [type, handler] of Object.entries(exported as Record<string, JobHandler>))
-      registry.register(type, handler);
+    for (const [type, handler] of Object.entries(
+      exported as Record<string, RegisteredHandler | SandboxedHandlerSpec>,
+    ))
+      try {
+        registry.register(type, withModuleResolved(handler, moduleUrl));
+      } catch (error) {
+        if (error instanceof HandlerModuleError || error instanceof HandlerTypeError)
+          throw new ConfigError("--handlers", `${modulePath}: ${error.message}`);
+        throw error;
+      }
   else
     throw new ConfigError(
       "--handlers",
       `${modulePath} must default-export a function(registry) or {type: handler}`,
     );
+}
+
+/** A `{ module: "./x.js", sandbox: "process" }` spec with its module resolved against `baseUrl`. */
+function withModuleResolved(
+  handler: RegisteredHandler | SandboxedHandlerSpec,
+  baseUrl: string,
+): RegisteredHandler | SandboxedHandlerSpec {
+  if (typeof handler !== "object" || handler === null || "exportName" in handler) return handler;
+  const { module } = handler;
+  if (typeof module !== "string" || module === "" || /^[a-z][a-z0-9+.-]+:/i.test(module)) return handler;
+  return { ...handler, module: new URL(module, baseUrl) };
 }
 
 /** Starts the requested roles. @throws {ConfigError} on bad configuration. */
