@@ -182,11 +182,19 @@ export class SandboxPool {
       this.options.logger.debug({ err: error, pid: proc.pid }, "handler process error"),
     );
     // `close` comes after `exit` once the IPC channel has closed too: every message has arrived.
-    proc.once("close", (code, signalName) => {
+    // Node emits no `close` for a channel this side disconnected: then `exit` is the end.
+    let gone = false;
+    const end = (code: number | null, signalName: NodeJS.Signals | null) => {
+      if (gone) return;
+      gone = true;
       this.children.delete(child);
       this.onGone(child, code, signalName);
       onClosed();
       this.wakeWaiters();
+    };
+    proc.once("close", end);
+    proc.once("exit", (code, signalName) => {
+      if (!proc.connected) end(code, signalName);
     });
     return child;
   }
@@ -244,7 +252,7 @@ export class SandboxPool {
   }
 
   /**
-   * Ends every child: closes its IPC channel (the runner exits), SIGKILLs those still alive after
+   * Ends every child: asks it to exit (the runner exits at once), SIGKILLs those still alive after
    * `killGraceMs`, and resolves once all have exited (a job still running fails as killed).
    * Forks no more children afterwards. Never throws.
    */
@@ -255,7 +263,7 @@ export class SandboxPool {
     if (children.length === 0) return;
     for (const child of children) {
       if (child.job) child.killedBecause ??= "the worker stopped";
-      if (child.proc.connected) child.proc.disconnect();
+      this.send(child, { kind: "stop" });
     }
     let timer: NodeJS.Timeout | undefined;
     const exited = Promise.all(children.map((c) => c.closed));

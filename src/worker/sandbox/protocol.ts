@@ -5,7 +5,7 @@
 import type { JobAbortReason } from "../../errors.js";
 import type { HandlerJob } from "../registry.js";
 
-/** Worker → child: run a job (the child has none running), or abort the one it runs. */
+/** Worker → child: run a job (the child has none running), abort the one it runs, or exit. */
 export type ToChild =
   | {
       kind: "run";
@@ -15,7 +15,9 @@ export type ToChild =
       exportName: string;
       job: HandlerJob;
     }
-  | { kind: "abort"; jobId: number; reason: JobAbortReason; message: string };
+  | { kind: "abort"; jobId: number; reason: JobAbortReason; message: string }
+  /** The worker stops: exit now (code 0), whatever runs. */
+  | { kind: "stop" };
 
 /** Child → worker: the job's outcome, or what is about to kill the child. */
 export type FromChild =
