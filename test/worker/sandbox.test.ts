@@ -161,7 +161,7 @@ describe("aborts and results cross to the child process", () => {
       const next = await db.ledger.addJob({ type: "sandboxed_ok", payload: { file, ms: 1 } });
       await waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === next.id, 20_000);
       const row = await db.ledger.getJob(next.id);
-      assert.notEqual((row?.result as { pid: number }).pid, spinner);
+      assert.notEqual((row?.result as { pid?: number } | undefined)?.pid, spinner);
     } finally {
       await worker.stop();
     }
@@ -189,7 +189,7 @@ describe("aborts and results cross to the child process", () => {
         /^handler result cannot be stored: result is not JSON-serialisable/,
       );
       await completed;
-      const pid = ((await db.ledger.getJob(good.id))?.result as { pid: number }).pid;
+      const pid = ((await db.ledger.getJob(good.id))?.result as { pid?: number } | undefined)?.pid;
       assert.notEqual(pid, process.pid);
     } finally {
       await worker.stop();
