@@ -190,6 +190,7 @@ describe("aborts and results cross to the child process", () => {
       );
       await completed;
       const pid = ((await db.ledger.getJob(good.id))?.result as { pid?: number } | undefined)?.pid;
+      assert.equal(typeof pid, "number");
       assert.notEqual(pid, process.pid);
     } finally {
       await worker.stop();
