@@ -6,7 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { pino } from "pino";
 import type { FailedStatus } from "../../src/queue/lock-session.js";
+import { SandboxPool } from "../../src/worker/sandbox/pool.js";
 import {
   capturingLogger,
   fixture,
@@ -117,5 +119,42 @@ describe("sandboxed handlers and the worker's event loop", () => {
     } finally {
       await worker.stop();
     }
+  });
+
+  it("the pool forks at most its size of children, one job each at a time, and reuses them", async () => {
+    const log = "pool.jsonl";
+    const pool = new SandboxPool({ size: 2, killGraceMs: 1000, logger: pino({ level: "silent" }) });
+    const signal = new AbortController().signal;
+    let most = 0;
+    const sample = setInterval(() => {
+      most = Math.max(most, pool.childCount);
+    }, 5);
+    try {
+      const outcomes = await Promise.all(
+        Array.from({ length: 6 }, (_, i) =>
+          pool.run(
+            fixture("default"),
+            {
+              id: i + 1,
+              type: "sleepy",
+              payload: { file: files.file(log), ms: 100 },
+              attempt: 0,
+              maxRetries: 0,
+            },
+            signal,
+          ),
+        ),
+      );
+      for (const outcome of outcomes) assert.ok("json" in outcome, JSON.stringify(outcome));
+    } finally {
+      clearInterval(sample);
+      await pool.close();
+    }
+    const noted = files.read(log);
+    assert.equal(noted.length, 6);
+    assert.equal(new Set(noted.map((l) => l.pid)).size, 2, "6 jobs ran in 2 reused children");
+    assert.ok(most <= 2, `at most 2 children at once (saw ${most})`);
+    assert.equal(pool.childCount, 0);
+    for (const pid of new Set(noted.map((l) => l.pid))) assert.equal(isAlive(pid), false);
   });
 });
