@@ -216,7 +216,11 @@ export class SandboxPool {
     const job = child.job;
     if (job && job.id !== 0)
       job.settle({ error: `handler process ${how} while running job ${job.id}${why}` });
-    if (this.closing || child.killedBecause) return;
+    if (this.closing) return;
+    if (child.killedBecause) {
+      this.options.logger.warn({ jobId: job?.id || null }, `handler process killed: ${child.killedBecause}`);
+      return;
+    }
     const now = performance.now();
     if (now - child.spawnedAt >= RESTART_BACKOFF.resetAfterMs) this.crashes = 0;
     this.crashes++;
