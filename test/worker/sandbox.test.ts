@@ -210,7 +210,9 @@ describe("aborts and results cross to the child process", () => {
       { type: "sleepy", payload: { file, ms: 30_000 } },
       { type: "sleepy", payload: { file, ms: 1 } },
     ]);
+    const quickDone = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === jobs[2]?.id);
     worker.wake();
+    await quickDone;
     await until(() => new Set(files.read(log).map((l) => l.job)).size === 3, "the three jobs to start");
     const stoppedAt = Date.now();
     const report = await worker.stop(0);
