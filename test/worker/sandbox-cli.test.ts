@@ -43,7 +43,7 @@ describe("taskqueue worker with sandboxed handlers", () => {
       const letter = await db.ledger.getDeadLetter(crashy.id);
       assert.match(
         letter?.error ?? "",
-        /^handler process exited with code 1 while running job \d+: uncaught exception: boom from a timer$/,
+        /^handler process \(pid \d+\) exited with code 1 while running job \d+: uncaught exception: boom from a timer$/,
       );
       assert.equal(worker.child.exitCode, null, "the worker process lives on");
       const crashLogs = worker.logs.filter((l) => String(l.msg).startsWith("sandboxed handler crashed"));

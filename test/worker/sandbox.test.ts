@@ -49,14 +49,14 @@ function assertChildrenGone(name: string): void {
 
 describe("a crashing sandboxed handler fails only its own job", () => {
   for (const [poison, crash] of [
-    ["exits", /^handler process exited with code 1 while running job \d+$/],
+    ["exits", /^handler process \(pid \d+\) exited with code 1 while running job \d+$/],
     [
       "throwsFromTimer",
-      /^handler process exited with code 1 while running job \d+: uncaught exception: boom from a timer$/,
+      /^handler process \(pid \d+\) exited with code 1 while running job \d+: uncaught exception: boom from a timer$/,
     ],
     [
       "rejectsUnhandled",
-      /^handler process exited with code 1 while running job \d+: unhandled rejection: rejected and never handled$/,
+      /^handler process \(pid \d+\) exited with code 1 while running job \d+: unhandled rejection: rejected and never handled$/,
     ],
   ] as const)
     it(`${poison}: the poison job dead-letters after its retries; its 6 neighbours are done on attempt 0`, async () => {

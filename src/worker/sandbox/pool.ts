@@ -6,8 +6,9 @@
  * idle after it, and reused; at most `size` (the lane's handler slots) exist, dying ones included.
  *
  * - A child that dies while running a job fails that attempt with the cause: "handler process
- *   exited with code 1 while running job 42: uncaught exception: Error: boom", or "killed by
- *   SIGKILL"; the job then takes the normal failure path (retry with backoff, dead-letter).
+ *   (pid 4242) exited with code 1 while running job 42: uncaught exception: boom", or "killed by
+ *   SIGKILL"; the job then takes the normal failure path (retry with backoff, dead-letter). The
+ *   error is written after the child is gone, so the pid and the error's time tell when it ended.
  * - Crashes delay the next fork by a capped exponential backoff ({@link RESTART_BACKOFF}), reset
  *   once a child has lived {@link RESTART_BACKOFF}.resetAfterMs; each distinct crash is logged at
  *   its 1st, 2nd, 4th, 8th... occurrence with its count, not once per crash.
@@ -215,7 +216,9 @@ export class SandboxPool {
         : "";
     const job = child.job;
     if (job && job.id !== 0)
-      job.settle({ error: `handler process ${how} while running job ${job.id}${why}` });
+      job.settle({
+        error: `handler process (pid ${child.proc.pid}) ${how} while running job ${job.id}${why}`,
+      });
     if (this.closing) return;
     if (child.killedBecause) {
       this.options.logger.warn({ jobId: job?.id || null }, `handler process killed: ${child.killedBecause}`);
