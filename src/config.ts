@@ -56,10 +56,7 @@ export interface ResolvedConfig {
   statementTimeoutSeconds: number;
   /** Deadline of a heartbeat, claim, unlock or ping; missed, the session is lost. Default 5 s. */
   heartbeatTimeoutSeconds: number;
-  /**
-   * Sandboxed handlers: after an abort (or a stop), wait this long for the handler's child process
-   * to answer before SIGKILL. Default 5 s.
-   */
+  /** Sandboxed handlers: after an abort, wait this long for the child process, then SIGKILL. Default 5 s. */
   handlerKillGraceSeconds: number;
   /** Retry delay after failed attempt a (0-based) is min(base * 2^a, max). Default base 1 s. */
   backoffBaseSeconds: number;
@@ -224,7 +221,7 @@ export const CONFIG_SCHEMA = Type.Object({
   handlerKillGraceSeconds: seconds(
     "HANDLER_KILL_GRACE_SECONDS",
     5,
-    "Sandboxed handlers: after an abort, wait this long for the child process to answer before SIGKILL",
+    "Sandboxed handlers: wait before SIGKILL",
     0.001,
     3600,
   ),
