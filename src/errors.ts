@@ -123,6 +123,16 @@ export class HandlerTypeError extends TaskQueueError {
   }
 }
 
+/**
+ * A sandboxed handler (`sandboxed()`, or `{ module, sandbox: "process" }`) names no module, a
+ * module file that does not exist, or an export name that is not a non-empty string.
+ */
+export class HandlerModuleError extends TaskQueueError {
+  constructor(message: string) {
+    super("handler_module_invalid", message);
+  }
+}
+
 /** More jobs in one `addJobs`/`addJobIds` call (one statement) than the most allowed. */
 export class BatchTooLargeError extends TaskQueueError {
   constructor(

@@ -22,7 +22,7 @@ import { type EnqueueOptions, Ledger } from "./queue/ledger.js";
 import { type MigrateResult, migrate } from "./queue/migrate.js";
 import type { DeadLetterJob, Job, JobSpec, ListJobsQuery, QueueMetrics } from "./queue/types.js";
 import { registerBuiltinHandlers } from "./worker/handlers/index.js";
-import { HandlerRegistry, type JobHandler } from "./worker/registry.js";
+import { HandlerRegistry, type RegisteredHandler, type SandboxedHandlerSpec } from "./worker/registry.js";
 import { Worker } from "./worker/worker.js";
 
 export { buildApp } from "./api/app.js";
@@ -36,6 +36,7 @@ export {
   EmbeddedPostgresUnavailableError,
   type FieldProblem,
   HandlerMissingError,
+  HandlerModuleError,
   HandlerTypeError,
   JobAbortedError,
   type JobAbortReason,
@@ -65,7 +66,15 @@ export type {
   QueueMetrics,
 } from "./queue/types.js";
 export { builtinHandlers, registerBuiltinHandlers } from "./worker/handlers/index.js";
-export { type HandlerJob, HandlerRegistry, type JobHandler } from "./worker/registry.js";
+export {
+  type HandlerJob,
+  HandlerRegistry,
+  type JobHandler,
+  type RegisteredHandler,
+  type SandboxedHandler,
+  type SandboxedHandlerSpec,
+  sandboxed,
+} from "./worker/registry.js";
 export {
   type FencedWrite,
   type FenceReason,
@@ -138,8 +147,13 @@ export class TaskQueue {
     return migrate(this.pool, this.config);
   }
 
-  /** Registers the handler of a job type. @throws {HandlerTypeError} on an empty or too long type. */
-  register(type: string, handler: JobHandler): this {
+  /**
+   * Registers the handler of a job type: a function (runs in the worker's process) or
+   * `sandboxed(moduleUrl)` (runs in a child process; see the README's "Sandboxed handlers").
+   * @throws {HandlerTypeError} on an empty or too long type. @throws {HandlerModuleError} on a
+   *   sandboxed handler's missing module.
+   */
+  register(type: string, handler: RegisteredHandler | SandboxedHandlerSpec): this {
     this.registry.register(type, handler);
     return this;
   }

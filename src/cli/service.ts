@@ -11,11 +11,11 @@ import type { WorkerHealth } from "../api/routes/health.js";
 import type { ResolvedConfig } from "../config.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../db/embedded.js";
 import { createPool } from "../db/pool.js";
-import { ConfigError } from "../errors.js";
+import { ConfigError, HandlerModuleError, HandlerTypeError } from "../errors.js";
 import { TaskQueue } from "../index.js";
 import { createLogger, type Logger } from "../log.js";
 import { Ledger } from "../queue/ledger.js";
-import type { HandlerRegistry, JobHandler } from "../worker/registry.js";
+import type { HandlerRegistry, RegisteredHandler, SandboxedHandlerSpec } from "../worker/registry.js";
 import type { Worker } from "../worker/worker.js";
 
 /** Where `npm start` keeps the embedded database's data, relative to the working directory. */
@@ -31,7 +31,11 @@ export interface ServiceOptions {
   migrate?: boolean;
   /** Only claim these built-in or module types (default: every registered type). */
   types?: string[];
-  /** Module whose default export registers handlers: `(registry) => void` or `{type: handler}`. */
+  /**
+   * Module whose default export registers handlers: `(registry) => void` or `{type: handler}`, a
+   * handler being a function, `sandboxed(url)`, or `{ module, export?, sandbox: "process" }` (a
+   * relative `module` is resolved against the handlers module).
+   */
   handlersModule?: string;
 }
 
@@ -64,17 +68,37 @@ export function createApiPool(config: ResolvedConfig & { databaseUrl: string }):
 }
 
 async function loadHandlers(registry: HandlerRegistry, modulePath: string): Promise<void> {
-  const mod = (await import(pathToFileURL(resolve(modulePath)).href)) as { default?: unknown };
+  const moduleUrl = pathToFileURL(resolve(modulePath)).href;
+  const mod = (await import(moduleUrl)) as { default?: unknown };
   const exported = mod.default;
   if (typeof exported === "function") await (exported as (r: HandlerRegistry) => unknown)(registry);
   else if (exported && typeof exported === "object")
-    for (const [type, handler] of Object.entries(exported as Record<string, JobHandler>))
-      registry.register(type, handler);
+    for (const [type, handler] of Object.entries(
+      exported as Record<string, RegisteredHandler | SandboxedHandlerSpec>,
+    ))
+      try {
+        registry.register(type, withModuleResolved(handler, moduleUrl));
+      } catch (error) {
+        if (error instanceof HandlerModuleError || error instanceof HandlerTypeError)
+          throw new ConfigError("--handlers", `${modulePath}: ${error.message}`);
+        throw error;
+      }
   else
     throw new ConfigError(
       "--handlers",
       `${modulePath} must default-export a function(registry) or {type: handler}`,
     );
+}
+
+/** A `{ module: "./x.js", sandbox: "process" }` spec with its module resolved against `baseUrl`. */
+function withModuleResolved(
+  handler: RegisteredHandler | SandboxedHandlerSpec,
+  baseUrl: string,
+): RegisteredHandler | SandboxedHandlerSpec {
+  if (typeof handler !== "object" || handler === null || "exportName" in handler) return handler;
+  const { module } = handler;
+  if (typeof module !== "string" || module === "" || /^[a-z][a-z0-9+.-]+:/i.test(module)) return handler;
+  return { ...handler, module: new URL(module, baseUrl) };
 }
 
 /** Starts the requested roles. @throws {ConfigError} on bad configuration. */

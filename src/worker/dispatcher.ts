@@ -6,13 +6,15 @@ import type { ResolvedConfig } from "../config.js";
 import { HandlerMissingError, JobAbortedError, type JobAbortReason } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { ClaimedJob, ClaimRef } from "../queue/lock-session.js";
-import { jsonBytes, MAX_PAYLOAD_BYTES, toStorableJson } from "../queue/validate.js";
+import { jsonBytes, MAX_PAYLOAD_BYTES } from "../queue/validate.js";
 import type { WorkerEmitter } from "./events.js";
 import { JobBuffer } from "./job-buffer.js";
 import type { LaneState } from "./lane.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
-import type { HandlerRegistry } from "./registry.js";
+import { type HandlerJob, type HandlerRegistry, isSandboxed, type RegisteredHandler } from "./registry.js";
 import { RetryWakeups } from "./retry-wakeups.js";
+import { describeError, type HandlerOutcome, resultOutcome } from "./sandbox/outcome.js";
+import { SandboxPool } from "./sandbox/pool.js";
 import type { SessionSupervisor } from "./session-supervisor.js";
 
 /** A job whose handler runs. */
@@ -44,6 +46,8 @@ export class Dispatcher {
   private idleWaiters: (() => void)[] = [];
   /** Jobs a claim in flight at stop() brought back: given back at once, part of the stop report. */
   readonly claimedWhileDraining: number[] = [];
+  /** The child processes of sandboxed handlers, forked at the first sandboxed job. */
+  private sandbox: SandboxPool | null = null;
 
   constructor(
     private readonly lane: DispatcherLane,
@@ -175,34 +179,55 @@ export class Dispatcher {
     };
     this.running.set(job.id, entry);
     this.writer.markRunning(job);
-    const handler = this.registry.get(job.type);
-    void (async () => {
-      let result: unknown;
-      let failure: string | null = null;
-      try {
-        if (!handler) throw new HandlerMissingError([job.type]);
-        result = await handler(
-          {
-            id: job.id,
-            type: job.type,
-            payload: job.payload,
-            attempt: job.attempt,
-            maxRetries: job.maxRetries,
-          },
-          controller.signal,
-        );
-      } catch (error) {
-        failure = describeError(error);
-      }
-      this.finishJob(entry, result, failure);
-    })().catch((error: unknown) => {
-      // finishJob does not throw; should it ever, the process must not die with the other jobs.
-      this.logger.error({ err: error, jobId: job.id }, "recording a job's outcome failed");
-    });
+    void this.invoke(job, this.registry.get(job.type), controller.signal)
+      .then((outcome) => this.finishJob(entry, outcome))
+      .catch((error: unknown) => {
+        // finishJob does not throw; should it ever, the process must not die with the other jobs.
+        this.logger.error({ err: error, jobId: job.id }, "recording a job's outcome failed");
+      });
   }
 
-  private finishJob(entry: RunningJob, result: unknown, failure: string | null): void {
+  /**
+   * Runs the job's handler: in this process, or in a child process of the lane's sandbox pool for
+   * a sandboxed handler. Never throws: a failure (a throw, a result that cannot be stored, a crash
+   * of the handler's process) is `{ error }`.
+   */
+  private async invoke(
+    job: ClaimedJob,
+    handler: RegisteredHandler | undefined,
+    signal: AbortSignal,
+  ): Promise<HandlerOutcome> {
+    const handlerJob: HandlerJob = {
+      id: job.id,
+      type: job.type,
+      payload: job.payload,
+      attempt: job.attempt,
+      maxRetries: job.maxRetries,
+    };
+    try {
+      if (!handler) throw new HandlerMissingError([job.type]);
+      if (isSandboxed(handler)) {
+        this.sandbox ??= new SandboxPool({
+          size: this.config.workerCount,
+          killGraceMs: this.config.handlerKillGraceSeconds * 1000,
+          logger: this.logger,
+        });
+        return await this.sandbox.run(handler, handlerJob, signal);
+      }
+      return resultOutcome(await handler(handlerJob, signal));
+    } catch (error) {
+      return { error: describeError(error) };
+    }
+  }
+
+  /** Ends the sandboxed handlers' child processes (stop), within the kill grace. Never throws. */
+  async closeSandbox(): Promise<void> {
+    await this.sandbox?.close();
+  }
+
+  private finishJob(entry: RunningJob, outcome: HandlerOutcome): void {
     const { job } = entry;
+    const failure = "error" in outcome ? outcome.error : null;
     this.running.delete(job.id);
     const runMs = performance.now() - entry.startedAt;
     const current = entry.generation === this.supervisor.generation;
@@ -215,26 +240,17 @@ export class Dispatcher {
       const session = this.supervisor.session;
       if (entry.abandoned === "claim_lost" && current && session)
         this.writer.waitForUnlock(session.releaseLocks([job.id]));
-    } else if (failure === null) {
-      const stored = toStorableJson(result, "result");
-      if ("json" in stored && jsonBytes(stored.json) > MAX_PAYLOAD_BYTES)
+    } else if ("json" in outcome) {
+      if (jsonBytes(outcome.json) > MAX_PAYLOAD_BYTES)
         this.writer.fail({
           id: job.id,
           attempt: job.attempt,
-          error: `handler result is ${jsonBytes(stored.json)} bytes as JSON; the most a job stores is ${MAX_PAYLOAD_BYTES} (1 MiB)`,
+          error: `handler result is ${jsonBytes(outcome.json)} bytes as JSON; the most a job stores is ${MAX_PAYLOAD_BYTES} (1 MiB)`,
           runMs,
         });
-      else if ("json" in stored)
-        this.writer.complete({ id: job.id, attempt: job.attempt, resultJson: stored.json, runMs });
-      else
-        this.writer.fail({
-          id: job.id,
-          attempt: job.attempt,
-          error: `handler result cannot be stored: ${stored.problem.field} ${stored.problem.message}`,
-          runMs,
-        });
+      else this.writer.complete({ id: job.id, attempt: job.attempt, resultJson: outcome.json, runMs });
     } else {
-      this.writer.fail({ id: job.id, attempt: job.attempt, error: failure, runMs });
+      this.writer.fail({ id: job.id, attempt: job.attempt, error: outcome.error, runMs });
     }
     this.writer.scheduleFlush();
     this.dispatch();
@@ -327,17 +343,5 @@ export class Dispatcher {
   }
 }
 
-/** A failed attempt's error text: `Name: message`, NUL-free and at most 4,000 characters. */
-export function describeError(error: unknown): string {
-  let text: string;
-  try {
-    text =
-      error instanceof Error
-        ? `${error.name === "Error" ? "" : `${error.name}: `}${error.message}`
-        : String(error);
-  } catch {
-    // A thrown value with no way to become a string (Object.create(null), a throwing toString).
-    text = "handler threw a value that cannot be turned into a message";
-  }
-  return String(text).replaceAll("\u0000", "\\u0000").slice(0, 4000) || "handler failed without a message";
-}
+/** A failed attempt's error text (kept here for its importers; see sandbox/outcome.ts). */
+export { describeError } from "./sandbox/outcome.js";

@@ -1,8 +1,12 @@
 /**
  * The handler registry: job type → handler (DESIGN.md §7). A worker claims only the types it has
- * handlers for.
+ * handlers for. A handler runs in the worker's own process (a function), or sandboxed in a child
+ * process of the worker's pool (a {@link SandboxedHandler}: see src/worker/sandbox/pool.ts).
  */
-import { HandlerTypeError } from "../errors.js";
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { HandlerModuleError, HandlerTypeError } from "../errors.js";
 import type { JsonValue } from "../queue/types.js";
 
 /** What a handler receives about its job. */
@@ -24,22 +28,91 @@ export interface HandlerJob {
  */
 export type JobHandler = (job: HandlerJob, signal: AbortSignal) => unknown | Promise<unknown>;
 
+/**
+ * A handler that runs in a child process of the worker (one job at a time per child), made by
+ * {@link sandboxed}: its module's export `exportName` is a {@link JobHandler}. A crash, exit or
+ * blocked event loop of the child fails only the job it runs.
+ */
+export interface SandboxedHandler {
+  readonly sandbox: "process";
+  /** The module's URL (a path is turned into a `file:` URL). */
+  readonly module: string;
+  /** The export that is the handler. Default `"default"`. */
+  readonly exportName: string;
+}
+
+/** A handler as {@link HandlerRegistry.register} takes it. */
+export type RegisteredHandler = JobHandler | SandboxedHandler;
+
+/** A sandboxed handler spelled as a plain object (for a `--handlers` module's `{type: …}` form). */
+export interface SandboxedHandlerSpec {
+  sandbox: "process";
+  /** A path (relative to the working directory) or a URL. */
+  module: string | URL;
+  /** The export that is the handler. Default `"default"`. */
+  export?: string;
+}
+
+/**
+ * A handler that runs sandboxed, in a child process of the worker's pool (like BullMQ's
+ * sandboxed processors): `queue.register("resize", sandboxed(new URL("./resize.js", import.meta.url)))`.
+ * `module` is a URL (`file:`; for a package, `import.meta.resolve("pkg/handler")`) or a path
+ * (resolved against the working directory); a file must exist. Its export `options.export` (default `"default"`) is the
+ * `(job, signal) => result` handler. The result and error cross as JSON.
+ * @throws {HandlerModuleError} if `module` is empty, its file does not exist, or `export` is not
+ *   a non-empty string.
+ */
+export function sandboxed(module: string | URL, options: { export?: string } = {}): SandboxedHandler {
+  const exportName = options.export ?? "default";
+  if (typeof exportName !== "string" || exportName.length === 0)
+    throw new HandlerModuleError("a sandboxed handler's export must be a non-empty string");
+  let url: string;
+  if (module instanceof URL) url = module.href;
+  else if (typeof module === "string" && module.length > 0)
+    // A URL has a scheme of two letters or more (`C:\…` is a Windows path).
+    url = /^[a-z][a-z0-9+.-]+:/i.test(module) ? module : pathToFileURL(resolve(module)).href;
+  else throw new HandlerModuleError("a sandboxed handler needs a module (a file URL or a path)");
+  if (url.startsWith("file:") && !existsSync(fileURLToPath(url)))
+    throw new HandlerModuleError(`sandboxed handler module ${url} does not exist`);
+  return Object.freeze({ sandbox: "process", module: url, exportName });
+}
+
+/** True if `handler` runs sandboxed (made by {@link sandboxed}). */
+export function isSandboxed(handler: RegisteredHandler | undefined): handler is SandboxedHandler {
+  return typeof handler === "object" && handler !== null && handler.sandbox === "process";
+}
+
 export class HandlerRegistry {
-  private readonly handlers = new Map<string, JobHandler>();
+  private readonly handlers = new Map<string, RegisteredHandler>();
 
   /**
-   * Registers `handler` for `type`, replacing any earlier one. Returns the registry for chaining.
-   * @throws {HandlerTypeError} if `type` is not a string, is empty, or is longer than 200 characters.
+   * Registers `handler` for `type`, replacing any earlier one: a function runs in the worker's
+   * process; `sandboxed(module)` (or `{ module, export?, sandbox: "process" }`) runs in a child
+   * process. Returns the registry for chaining.
+   * @throws {HandlerTypeError} if `type` is not a string, is empty, or is longer than 200
+   *   characters, or `handler` is neither a function nor a sandboxed handler.
+   * @throws {HandlerModuleError} on a sandboxed handler's bad module or export (see {@link sandboxed}).
    */
-  register(type: string, handler: JobHandler): this {
+  register(type: string, handler: RegisteredHandler | SandboxedHandlerSpec): this {
     if (typeof type !== "string" || type.length < 1 || type.length > 200)
       throw new HandlerTypeError("job type must be a string of 1 to 200 characters");
-    this.handlers.set(type, handler);
+    if (typeof handler === "function") this.handlers.set(type, handler);
+    else if (typeof handler === "object" && handler !== null && handler.sandbox === "process")
+      this.handlers.set(
+        type,
+        "exportName" in handler
+          ? handler
+          : sandboxed(handler.module, { export: (handler as SandboxedHandlerSpec).export }),
+      );
+    else
+      throw new HandlerTypeError(
+        `the handler of ${type} must be a function or a sandboxed handler ({ module, sandbox: "process" })`,
+      );
     return this;
   }
 
-  /** The handler of `type`, or undefined. */
-  get(type: string): JobHandler | undefined {
+  /** The handler of `type` (a function, or a {@link SandboxedHandler}), or undefined. */
+  get(type: string): RegisteredHandler | undefined {
     return this.handlers.get(type);
   }
 

@@ -47,6 +47,9 @@ export async function drainLane(lane: DrainingLane, graceSeconds: number): Promi
 
   await dispatcher.waitIdle(graceSeconds * 1000);
   const abandoned = dispatcher.abandonRunning();
+  // Sandboxed handlers' processes end (aborted, SIGKILLed past the kill grace) before their jobs
+  // are given back, so a given-back job no longer runs here when another worker claims it.
+  await dispatcher.closeSandbox();
   const abandonedJobIds = abandoned.map((job) => job.id);
   for (const job of abandoned) writer.release(job);
   if (abandonedJobIds.length > 0)

@@ -1,0 +1,27 @@
+/**
+ * The IPC messages between a worker and a sandboxed handler's child process (runner.ts). They
+ * cross as JSON (`child_process` "json" serialization): one job at a time per child.
+ */
+import type { JobAbortReason } from "../../errors.js";
+import type { HandlerJob } from "../registry.js";
+
+/** Worker → child: run a job (the child has none running), abort the one it runs, or exit. */
+export type ToChild =
+  | {
+      kind: "run";
+      /** The handler module's URL (`file:` or a bare specifier the child can import). */
+      module: string;
+      /** The module's export that is the handler. */
+      exportName: string;
+      job: HandlerJob;
+    }
+  | { kind: "abort"; jobId: number; reason: JobAbortReason; message: string }
+  /** The worker stops: exit now (code 0), whatever runs. */
+  | { kind: "stop" };
+
+/** Child → worker: the job's outcome, or what is about to kill the child. */
+export type FromChild =
+  | { kind: "done"; jobId: number; json: string }
+  | { kind: "failed"; jobId: number; error: string }
+  /** An uncaught exception or unhandled rejection: the child exits (code 1) right after. */
+  | { kind: "crash"; error: string };
