@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
+import type pg from "pg";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";
@@ -44,6 +45,17 @@ async function orphan(
   );
 }
 
+/** The payload of the next notification `listener` gets, or a failure after `timeoutMs`. */
+function nextNotification(listener: pg.PoolClient, timeoutMs = 5000): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no notification within ${timeoutMs} ms`)), timeoutMs);
+    listener.once("notification", (m) => {
+      clearTimeout(timer);
+      resolve(m.payload);
+    });
+  });
+}
+
 /** A job's reclaim state: status, attempt, run-alone flag, and whether it is due now. */
 async function reclaimState(id: number) {
   const [row] = await db.sql<{ status: string; attempt: number; run_alone: boolean; due: boolean }>(
@@ -70,9 +82,7 @@ describe("stale reaper", () => {
     const listener = await db.pool.connect();
     try {
       await listener.query(`LISTEN "${db.config.notifyChannel}"`);
-      const woken = new Promise<string | undefined>((resolve) =>
-        listener.once("notification", (m) => resolve(m.payload)),
-      );
+      const woken = nextNotification(listener);
       const reaped = await db.ledger.reapStale({ ...reapPolicy(), backoffBaseSeconds: 0 });
       assert.equal(reaped.length, 1);
       assert.equal(await woken, "noop");
@@ -265,9 +275,7 @@ describe("lost jobs (DESIGN.md §6): neighbours run alone, culprits count", () =
     const listener = await db.pool.connect();
     try {
       await listener.query(`LISTEN "${db.config.notifyChannel}"`);
-      const woken = new Promise<string | undefined>((resolve) =>
-        listener.once("notification", (m) => resolve(m.payload)),
-      );
+      const woken = nextNotification(listener);
       // A long backoff: nothing of it may apply.
       const reaped = await db.ledger.reapStale({ ...reapPolicy(), backoffBaseSeconds: 600 });
       assert.equal(reaped.length, 3);
@@ -400,9 +408,7 @@ describe("lost jobs (DESIGN.md §6): neighbours run alone, culprits count", () =
     const listener = await db.pool.connect();
     try {
       await listener.query(`LISTEN "${db.config.notifyChannel}"`);
-      const woken = new Promise<string | undefined>((resolve) =>
-        listener.once("notification", (m) => resolve(m.payload)),
-      );
+      const woken = nextNotification(listener);
       await session.release([
         { id: plain.id, attempt: 0 },
         { id: alone.id, attempt: 0 },
