@@ -7,6 +7,10 @@
 // "config". An argument naming an existing file (say dist/test/fixtures/leaky-file.js) runs that
 // file as it is, whatever its name: test/leak-guard.test.ts runs its fixtures so.
 //
+// The chaos suite (test/chaos/: faults on real processes, each file on a PostgreSQL cluster of its
+// own) is left out unless a filter names it: `npm run test:chaos` runs it (`node scripts/run-tests.mjs
+// chaos`), its files one at a time, and starts no shared server for it.
+//
 // Every file's process loads the leak guard (dist/test/helpers/leak-guard.js, `--import`): a file
 // that leaves a socket, timer or child process alive after its tests fails, naming it; and
 // `--test-force-exit` ends a file's process once its tests are done, so a leak never hangs the run.
@@ -17,6 +21,8 @@ import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
 const args = process.argv.slice(2);
+/** A file of the chaos suite (dist/test/chaos/, helpers aside). */
+const isChaos = (file) => file.split(/[\\/]/).includes("chaos");
 const explicit = args.filter((arg) => existsSync(arg) && statSync(arg).isFile());
 const filters = args.filter((arg) => !explicit.includes(arg));
 const found =
@@ -26,13 +32,15 @@ const found =
         .map(String)
         .filter((f) => f.endsWith(".test.js"))
         .filter((f) => filters.length === 0 || filters.some((arg) => f.includes(arg)))
+        .filter((f) => !isChaos(f) || filters.some((arg) => arg.includes("chaos") && f.includes(arg)))
         .sort()
         .map((f) => join("dist/test", f));
 const files = [...explicit, ...found];
 
 let embedded;
 const env = { ...process.env };
-if (!env.DATABASE_URL) {
+const chaos = files.filter(isChaos);
+if (!env.DATABASE_URL && chaos.length < files.length) {
   const { startEmbeddedPostgres } = await import("../dist/src/db/embedded.js");
   embedded = await startEmbeddedPostgres({
     dataDir: `.taskqueue/test-pg-${process.pid}`,
@@ -41,7 +49,7 @@ if (!env.DATABASE_URL) {
   });
   env.DATABASE_URL = embedded.connectionString;
   console.log(`# tests use an embedded PostgreSQL on port ${embedded.port}`);
-} else {
+} else if (chaos.length < files.length) {
   console.log("# tests use the PostgreSQL server in DATABASE_URL");
 }
 
@@ -51,8 +59,9 @@ const guard = pathToFileURL(resolve("dist/test/helpers/leak-guard.js")).href;
 const [major, minor] = process.versions.node.split(".").map(Number);
 const forceExit = major > 20 || (major === 20 && minor >= 14) ? ["--test-force-exit"] : [];
 // Files named *.serial.test.js load the server enough to slow every test beside them (a 270 MiB
-// batch): they run first, one at a time, then every other file, in parallel.
-const serial = files.filter((f) => f.endsWith(".serial.test.js"));
+// batch), and chaos files measure recovery times that a loaded machine would stretch: they run
+// first, one at a time, then every other file, in parallel.
+const serial = files.filter((f) => f.endsWith(".serial.test.js") || isChaos(f));
 const parallel = files.filter((f) => !serial.includes(f));
 let running = null;
 for (const signal of ["SIGINT", "SIGTERM"]) {

@@ -50,12 +50,24 @@ export interface ResolvedConfig {
   staleThresholdSeconds: number;
   /** On SIGTERM/stop(), wait this long for running handlers before aborting them. Default 60 s. */
   shutdownGraceSeconds: number;
+  /** Bound on opening a connection (TCP, TLS, authentication). Default 5 s. */
+  connectTimeoutSeconds: number;
+  /** Deadline of an outcome write (server `statement_timeout`; the client 1 s more). Default 30 s. */
+  statementTimeoutSeconds: number;
+  /** Deadline of a heartbeat, claim, unlock or ping; missed, the session is lost. Default 5 s. */
+  heartbeatTimeoutSeconds: number;
   /** Retry delay after failed attempt a (0-based) is min(base * 2^a, max). Default base 1 s. */
   backoffBaseSeconds: number;
   /** Upper bound of the retry delay. Default 3600 s. */
   backoffMaxSeconds: number;
   /** Multiply each retry delay by a random factor in [0.5, 1] ("equal jitter"). Default true. */
   backoffJitter: boolean;
+  /** Most pending jobs, a soft cap (src/queue/capacity.ts): past it, QueueFullError / 429. Default 0: none. */
+  maxPendingJobs: number;
+  /** The same cap for each job type. Default 0: none. */
+  maxPendingJobsPerType: number;
+  /** Request-body bytes the API holds at once; past it, 503 before reading. Default 64 MiB; 0: none. */
+  apiMaxInflightBodyBytes: number;
   /** Log level. Default `"info"`. */
   logLevel: LogLevel;
 }
@@ -95,6 +107,10 @@ const seconds = (env: string, def: number, what: string, minimum = 0.001, maximu
     maximum,
     description: `${what}. Default ${def} s; seconds, from ${minimum} to ${maximum}.`,
   });
+
+/** A whole-number option from 0 to `maximum` (the backpressure limits). */
+const whole = (env: string, def: number, maximum: number, description: string) =>
+  Type.Integer({ env, default: def, minimum: 0, maximum, description });
 
 /**
  * Every option: its environment variable (`env`), default, range (`minimum`/`maximum`, whole
@@ -185,6 +201,21 @@ export const CONFIG_SCHEMA = Type.Object({
     "Wait this long for running handlers on stop",
     0,
   ),
+  connectTimeoutSeconds: seconds("CONNECT_TIMEOUT_SECONDS", 5, "Bound on opening a connection", 0.1, 600),
+  statementTimeoutSeconds: seconds(
+    "STATEMENT_TIMEOUT_SECONDS",
+    30,
+    "Deadline of an outcome write",
+    0.1,
+    3600,
+  ),
+  heartbeatTimeoutSeconds: seconds(
+    "HEARTBEAT_TIMEOUT_SECONDS",
+    5,
+    "Deadline of a heartbeat or claim",
+    0.01,
+    600,
+  ),
   backoffBaseSeconds: seconds("BACKOFF_BASE_SECONDS", 1, "Retry delay base: min(base * 2^attempt, max)", 0),
   backoffMaxSeconds: seconds("BACKOFF_MAX_SECONDS", 3600, "Upper bound of the retry delay", 0, 31_536_000),
   backoffJitter: Type.Boolean({
@@ -192,6 +223,19 @@ export const CONFIG_SCHEMA = Type.Object({
     default: true,
     description: "Multiply each retry delay by a random factor in [0.5, 1]. Default true.",
   }),
+  maxPendingJobs: whole(
+    "MAX_PENDING_JOBS",
+    0,
+    1e12,
+    "Most pending jobs in the schema (a soft cap; 429 past it). Default 0: none.",
+  ),
+  maxPendingJobsPerType: whole("MAX_PENDING_JOBS_PER_TYPE", 0, 1e12, "Per type, the same. Default 0: none."),
+  apiMaxInflightBodyBytes: whole(
+    "API_MAX_INFLIGHT_BODY_BYTES",
+    64 * 1024 * 1024,
+    2 ** 40,
+    "Request-body bytes the API holds at once (503 past it). Default 67108864 (64 MiB); 0: none.",
+  ),
   logLevel: Type.Union(
     LOG_LEVELS.map((level) => Type.Literal(level)),
     { env: "LOG_LEVEL", default: "info", description: 'pino log level. Default "info".' },

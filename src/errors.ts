@@ -182,3 +182,31 @@ export class LockSessionLostError extends TaskQueueError {
     super("lock_session_lost", message, options);
   }
 }
+
+/**
+ * Backpressure: the enqueue would take the pending jobs past a cap (`maxPendingJobs` in all, or
+ * `maxPendingJobsPerType` for one type). Nothing was written (a batch is refused whole). The HTTP
+ * API answers 429 with `Retry-After: retryAfterSeconds`.
+ */
+export class QueueFullError extends TaskQueueError {
+  constructor(
+    /** The option reached: `"maxPendingJobs"` or `"maxPendingJobsPerType"`. */
+    readonly cap: "maxPendingJobs" | "maxPendingJobsPerType",
+    /** Its value: the most pending jobs allowed. */
+    readonly limit: number,
+    /** The job type counted against a per-type cap; null for the total cap. */
+    readonly type: string | null,
+    /** Pending jobs counted (an estimate: see src/queue/capacity.ts) before this enqueue. */
+    readonly pending: number,
+    /** Jobs this enqueue asked for (of `type`, for a per-type cap). */
+    readonly requested: number,
+    /** When to try again, seconds: when the count is next refreshed. */
+    readonly retryAfterSeconds: number,
+  ) {
+    super(
+      "queue_full",
+      `queue full: ${pending} pending job${pending === 1 ? "" : "s"}${type === null ? "" : ` of type ${JSON.stringify(type)}`}` +
+        ` plus ${requested} would pass ${cap} = ${limit}; retry in ${retryAfterSeconds} s`,
+    );
+  }
+}

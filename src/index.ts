@@ -43,6 +43,7 @@ export {
   JobValidationError,
   LockSessionLostError,
   PayloadError,
+  QueueFullError,
   SchemaVersionError,
   TaskQueueError,
   WorkerStateError,
@@ -69,6 +70,7 @@ export {
   type StopReport,
   Worker,
   type WorkerEvents,
+  type WorkerHealth,
   type WorkerState,
 } from "./worker/worker.js";
 
@@ -103,7 +105,7 @@ export class TaskQueue {
     this.ownsPool = !pool;
     this.pool = pool ?? createPool({ connectionString: config.databaseUrl });
     this.pool.on("error", (error) => this.logger.warn({ err: error }, "idle pool connection failed"));
-    this.ledger = new Ledger(this.pool, config.schema);
+    this.ledger = new Ledger(this.pool, config.schema, config);
     if (builtinHandlers) registerBuiltinHandlers(this.registry);
   }
 

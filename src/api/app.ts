@@ -9,6 +9,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { ResolvedConfig } from "../config.js";
 import type { Ledger } from "../queue/ledger.js";
+import { registerBodyAdmission } from "./body-admission.js";
 import { registerJsonBodyParser } from "./json-body.js";
 import { registerApiKinds } from "./kinds.js";
 import { problemFor, registerProblemHandling, sendProblem } from "./problem.js";
@@ -20,7 +21,8 @@ import { typeBoxValidatorCompiler } from "./validation.js";
 
 /**
  * Largest request body, bytes: room for POST /jobs/batch with 10,000 jobs of a few KiB each.
- * A larger body is refused with 413 before it is parsed.
+ * A larger body is refused with 413 before it is parsed. When `apiMaxInflightBodyBytes` is smaller,
+ * that budget is the limit (a body that can never fit is refused 413, not 503).
  */
 export const BODY_LIMIT_BYTES = 32 * 1024 * 1024;
 
@@ -64,8 +66,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   const { ledger, config } = options;
   const logger = options.logger ?? false;
   registerApiKinds();
+  const budgetBytes = config.apiMaxInflightBodyBytes;
+  const bodyLimit = budgetBytes > 0 ? Math.min(BODY_LIMIT_BYTES, budgetBytes) : BODY_LIMIT_BYTES;
   const app = Fastify({
-    bodyLimit: BODY_LIMIT_BYTES,
+    bodyLimit,
     // Parses as Fastify's default and notes badly percent-encoded parameters for the check below.
     routerOptions: { querystringParser: parseQueryString },
     ...(typeof logger === "object"
@@ -79,6 +83,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   app.setValidatorCompiler(typeBoxValidatorCompiler);
   // JSON only: any other media type is answered 415 (Fastify also parses text/plain by default).
   registerJsonBodyParser(app);
+  // Content-Encoding and the in-flight body budget, both checked before a body is read.
+  registerBodyAdmission(app, budgetBytes, bodyLimit);
   registerQueryEncodingCheck(app);
   registerProblemHandling(app);
 

@@ -5,11 +5,15 @@
  * `__proto__` key (or `constructor.prototype`) with a misleading "not valid JSON"; here such a key
  * is refused with 422 naming it (e.g. `payload/__proto__`), because handlers that merge payloads
  * into objects could be prototype-polluted by it. A syntax error is reported with its position, and
- * bytes that are not UTF-8 are refused (400) instead of being stored as U+FFFD.
+ * bytes that are not UTF-8 are refused (400) instead of being stored as U+FFFD. A number that a
+ * double cannot hold exactly (`9007199254740993`, `1e400`) is refused with 422 naming its field
+ * (json-numbers.ts), never stored altered.
  */
 import { isUtf8 } from "node:buffer";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { JobValidationError } from "../errors.js";
+import { LIMITS } from "../queue/job-shape.js";
+import { fieldPaths, findInexactNumbers, inexactNumberMessage } from "./json-numbers.js";
 import { HttpProblem, PROBLEM_TYPES } from "./problem.js";
 
 /**
@@ -88,8 +92,9 @@ function readableAsUtf8(charset: string | null, body: Buffer): boolean {
 /**
  * Installs the JSON parser on `app` (removing Fastify's defaults, so any other media type is
  * answered 415). Errors: a body in another charset than UTF-8 (or ASCII) → 415; bytes that are not
- * UTF-8, an empty or malformed body → 400 problem; a forbidden key → {@link JobValidationError}
- * (422). A leading byte order mark is ignored.
+ * UTF-8, an empty or malformed body → 400 problem; a forbidden key, or a number a double cannot
+ * hold exactly → {@link JobValidationError} (422, naming each field). A leading byte order mark is
+ * ignored.
  */
 export function registerJsonBodyParser(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
@@ -148,6 +153,23 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
               message: "is a key that could pollute object prototypes (__proto__, constructor.prototype)",
             },
           ]),
+        );
+        return;
+      }
+      // A number a double cannot hold exactly is refused rather than stored altered (json-numbers.ts).
+      const inexact = findInexactNumbers(text, LIMITS.fieldProblems);
+      if (inexact.length > 0) {
+        const paths = fieldPaths(
+          text,
+          inexact.map((token) => token.start),
+        );
+        done(
+          new JobValidationError(
+            inexact.map((token, i) => ({
+              field: paths[i] ?? "body",
+              message: inexactNumberMessage(text.slice(token.start, token.end)),
+            })),
+          ),
         );
         return;
       }

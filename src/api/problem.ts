@@ -5,6 +5,7 @@
  * - request validation failure (path, query or body schema) → 422, one entry per bad field;
  * - {@link JobValidationError} from the ledger → 422 with its problems;
  * - {@link BatchTooLargeError} (more jobs than `LIMITS.batchJobs`) → 422 naming `jobs`;
+ * - {@link QueueFullError} (a pending-jobs cap reached) → 429, naming the cap and the type;
  * - {@link JobNotFoundError} → 404; {@link JobStateConflictError} → 409;
  * - PostgreSQL data exceptions (SQLSTATE class 22), integrity violations (23) and program limits
  *   (54, e.g. a payload nested too deep) → 422. The ledger validates before it writes, so these
@@ -22,6 +23,7 @@ import {
   JobNotFoundError,
   JobStateConflictError,
   JobValidationError,
+  QueueFullError,
 } from "../errors.js";
 import { JOB_CONSTRAINTS, LIMITS, wireName } from "../queue/job-shape.js";
 import type { Problem } from "./schemas.js";
@@ -42,6 +44,8 @@ export const PROBLEM_TYPES = {
   bodyTooLarge: "urn:taskqueue:problem:body-too-large",
   unsupportedMediaType: "urn:taskqueue:problem:unsupported-media-type",
   databaseUnavailable: "urn:taskqueue:problem:database-unavailable",
+  queueFull: "urn:taskqueue:problem:queue-full",
+  serverBusy: "urn:taskqueue:problem:server-busy",
   internal: "urn:taskqueue:problem:internal-error",
   http: "about:blank",
 } as const;
@@ -182,6 +186,10 @@ export function problemFor(error: unknown, request: FastifyRequest): Problem {
   if (error instanceof JobValidationError) return invalid(instance, error.problems);
   if (error instanceof BatchTooLargeError)
     return invalid(instance, [{ field: "jobs", message: `must be an array of 1 to ${error.max} items` }]);
+  if (error instanceof QueueFullError) {
+    // The Retry-After header is set by the route (routes/jobs.ts), which sees the error first.
+    return make(429, PROBLEM_TYPES.queueFull, "Queue full", `${error.message}.`, instance);
+  }
   if (error instanceof JobNotFoundError) {
     return make(404, PROBLEM_TYPES.jobNotFound, "Job not found", error.message, instance);
   }

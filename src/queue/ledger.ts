@@ -12,6 +12,7 @@ import {
   JobValidationError,
   TaskQueueError,
 } from "../errors.js";
+import { PendingCap, type PendingCaps } from "./capacity.js";
 import { EnqueueBatcher, type InsertedRow, insertedJob, insertJobs, insertRows } from "./insert.js";
 import { integerRangeMessage, LIMITS } from "./job-shape.js";
 import { lockClassFor } from "./lock-class.js";
@@ -108,25 +109,34 @@ export class Ledger {
 
   private readonly batcher: EnqueueBatcher;
 
+  /** The pending-jobs caps' counter (capacity.ts); null when both caps are 0, so enqueues skip it. */
+  private readonly cap: PendingCap | null;
+
   /**
    * @param pool shared pool for reads and autocommit writes.
    * @param schema schema holding the tables (already migrated).
+   * @param caps backpressure: `maxPendingJobs` / `maxPendingJobsPerType` (0 or absent: no cap).
    */
   constructor(
     private readonly pool: pg.Pool,
     readonly schema: string,
+    caps: PendingCaps = { maxPendingJobs: 0, maxPendingJobsPerType: 0 },
   ) {
     this.lockClass = lockClassFor(schema);
     this.batcher = new EnqueueBatcher(pool, schema);
+    this.cap =
+      caps.maxPendingJobs > 0 || caps.maxPendingJobsPerType > 0 ? new PendingCap(pool, schema, caps) : null;
   }
 
   /**
    * Enqueues one job and returns it as stored. Concurrent calls without `client` share insert
    * statements (see EnqueueBatcher); with `client`, the insert runs alone on that client.
    * @throws {JobValidationError} on a bad spec; nothing is written.
+   * @throws {QueueFullError} a pending-jobs cap is reached (capacity.ts); nothing is written.
    */
   async addJob(spec: JobSpec, options: EnqueueOptions = {}): Promise<Job> {
     const job = validateJobSpec(spec, "", options.naming);
+    if (this.cap) await this.cap.admit([job.type]);
     if (!options.client) return this.batcher.add(job);
     const { rows } = await options.client.query<InsertedRow>({
       ...enqueueJob(this.schema),
@@ -140,10 +150,12 @@ export class Ledger {
    * in the order given. Field names in errors are prefixed `jobs/<index>/`.
    * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
    * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs; nothing is written.
+   * @throws {QueueFullError} the batch would pass a pending-jobs cap; nothing is written.
    */
   async addJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<Job[]> {
     const jobs = validateBatch(specs, options);
     if (jobs.length === 0) return [];
+    if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
     return insertJobs(options.client ?? this.pool, this.schema, jobs);
   }
 
@@ -153,10 +165,12 @@ export class Ledger {
    * `Prefer: return=minimal`).
    * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
    * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs; nothing is written.
+   * @throws {QueueFullError} the batch would pass a pending-jobs cap; nothing is written.
    */
   async addJobIds(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<number[]> {
     const jobs = validateBatch(specs, options);
     if (jobs.length === 0) return [];
+    if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
     const rows = await insertRows(options.client ?? this.pool, this.schema, jobs);
     return rows.map((row) => row.id);
   }

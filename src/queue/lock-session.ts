@@ -11,10 +11,16 @@
  */
 
 import type pg from "pg";
+import { closeSession } from "../db/pool.js";
 import { LockSessionLostError } from "../errors.js";
 import type { BackoffPolicy } from "./ledger.js";
 import { lockClassFor } from "./lock-class.js";
-import { openSessionConnections, type SerialConnection } from "./session/connection.js";
+import {
+  type ConnectionLimits,
+  DEFAULT_CONNECTION_LIMITS,
+  openSessionConnections,
+  type SerialConnection,
+} from "./session/connection.js";
 import { UnlockQueue } from "./session/unlock-queue.js";
 import {
   type BatchWritten,
@@ -33,6 +39,7 @@ import {
 } from "./session/writes.js";
 import { backendPid, claimAloneJob, claimJobs } from "./sql/claim.js";
 import { numberArray } from "./sql/params.js";
+import { roundTrip } from "./sql/schema.js";
 import type { ClaimedJob } from "./types.js";
 
 export type {
@@ -108,23 +115,30 @@ export class LockSession {
     locks.client.on("end", () => lose(new LockSessionLostError("lock session ended")));
     writes.client.on("error", lose);
     writes.client.on("end", () => lose(new LockSessionLostError("lock session's write connection ended")));
+    // A statement without an answer within its deadline (connection.ts): the session is lost.
+    locks.onDeadlineMissed = lose;
+    writes.onDeadlineMissed = lose;
   }
 
   /**
    * Opens a lock session: its lock connection and its write connection. `onLost` is called once if
    * either fails or ends; from then on every advisory lock it held is gone and the session must
-   * not be used.
-   * @throws if either connection cannot be opened (neither is left open).
+   * not be used. `limits` bound its connects and statements (default: the config's defaults); a
+   * statement that misses its deadline loses the session.
+   * @throws if either connection cannot be opened within the connect timeout (neither is left
+   * open).
    */
   static async open(options: {
     connectionString: string;
     schema: string;
     workerId: string;
     onLost: (error: Error) => void;
+    limits?: ConnectionLimits;
   }): Promise<LockSession> {
     const { locks, writes, lockTableSlots } = await openSessionConnections(
       options.connectionString,
       options.workerId,
+      options.limits ?? DEFAULT_CONNECTION_LIMITS,
     );
     return new LockSession(lockTableSlots, locks, writes, options.schema, options.workerId, options.onLost);
   }
@@ -269,9 +283,23 @@ export class LockSession {
     };
   }
 
-  /** Upserts the worker row and touches every held job. Returns the ids still held. */
-  heartbeat(worker: WorkerIdentity, fencedWrites: number, held: readonly ClaimRef[]): Promise<Set<number>> {
-    return writeHeartbeat(this.target, worker, fencedWrites, held);
+  /**
+   * Upserts the worker row and touches every held job (write connection), and makes a round trip
+   * on the lock connection, which keeps it busy for the server's `idle_session_timeout` (a session
+   * that stops heartbeating is ended by the server, its locks with it). Both within the heartbeat
+   * deadline. Returns the ids still held.
+   * @throws {LockSessionLostError} if either misses its deadline (the session is then lost).
+   */
+  async heartbeat(
+    worker: WorkerIdentity,
+    fencedWrites: number,
+    held: readonly ClaimRef[],
+  ): Promise<Set<number>> {
+    const ping = this.locks.query(roundTrip);
+    ping.catch(() => undefined);
+    const alive = await writeHeartbeat(this.target, worker, fencedWrites, held);
+    await ping;
+    return alive;
   }
 
   /** Deletes the worker row (clean shutdown). */
@@ -279,13 +307,13 @@ export class LockSession {
     return deleteWorkerRow(this.target);
   }
 
-  /** Closes both connections; PostgreSQL releases any advisory lock still held. */
+  /**
+   * Closes both connections, within a second even on a link that no longer answers (the sockets
+   * are destroyed then); PostgreSQL releases any advisory lock still held. Never throws.
+   */
   async close(): Promise<void> {
     this.lost = true;
-    await Promise.all([
-      this.writes.client.end().catch(() => undefined),
-      this.locks.client.end().catch(() => undefined),
-    ]);
+    await Promise.all([closeSession(this.writes.client), closeSession(this.locks.client)]);
   }
 
   /** The backend pid of the lock connection, which holds the locks (for tests and inspect). */

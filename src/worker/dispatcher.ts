@@ -138,6 +138,7 @@ export class Dispatcher {
           jobs = claimed.jobs;
           this.gate.report(kind, claimed.aloneDue);
         }
+        this.supervisor.healthy();
         const reports = this.writer.reportsOf(jobs);
         if (reports) await reports;
         this.events.emit("claim:returned", { claimed: jobs.length, requested: kind === "alone" ? 1 : free });
@@ -148,8 +149,9 @@ export class Dispatcher {
       } catch (error) {
         // A failed claim may have taken advisory locks it never reports: drop the session, which
         // releases every lock it held, and let the reaper return its jobs. Listeners cannot get
-        // here: every event goes through the safe emit.
-        this.logger.error({ err: error }, "claim failed; resetting the lock session");
+        // here: every event goes through the safe emit. The session is reopened with growing
+        // backoff (the supervisor), and repeats of one error are counted, not each logged.
+        this.supervisor.log.log("error", { err: error }, "claim failed; resetting the lock session");
         this.supervisor.lose(session, error as Error);
       } finally {
         this.claiming = null;

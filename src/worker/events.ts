@@ -47,6 +47,8 @@ export interface WorkerEvents {
   "job:fenced": [{ id: number; write: FencedWrite; reason: FenceReason }];
   "session:lost": [{ error: Error }];
   "session:restored": [];
+  /** The LISTEN connection was lost (a missed ping, an error, its end); it is being re-established. */
+  "listener:lost": [{ error: Error }];
   "listener:reconnected": [];
   /** A claim returned (`claimed` of the `requested` jobs): after every claim, woken or polled. */
   "claim:returned": [{ claimed: number; requested: number }];

@@ -8,9 +8,10 @@ import { WorkerStateError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Ledger } from "../queue/ledger.js";
 import type { WorkerIdentity } from "../queue/lock-session.js";
+import { connectionLimits } from "../queue/session/connection.js";
 import { Dispatcher } from "./dispatcher.js";
 import type { StopReport, WorkerEmitter } from "./events.js";
-import { NotifyListener } from "./listener.js";
+import { type ListenerState, NotifyListener } from "./listener.js";
 import { OutcomeWriter, type UnreportedReports } from "./outcome-writer.js";
 import type { HandlerRegistry } from "./registry.js";
 import { SessionSupervisor } from "./session-supervisor.js";
@@ -121,12 +122,16 @@ export class Lane {
     const listener = new NotifyListener({
       connectionString: config.databaseUrl,
       channel: config.notifyChannel,
+      schema: config.schema,
       logger,
+      limits: connectionLimits(config),
+      pingIntervalSeconds: config.heartbeatIntervalSeconds,
       onNotify: (payload) => this.onNotify(payload),
       onReconnect: () => {
         this.options.events.emit("listener:reconnected");
         this.dispatcher.wake();
       },
+      onLost: (error) => this.options.events.emit("listener:lost", { error }),
     });
     this.listener = listener;
     const results = await Promise.allSettled([schemaChecked, this.supervisor.open(), listener.start()]);
@@ -210,6 +215,11 @@ export class Lane {
     this.dispatcher.wake();
   }
 
+  /** The LISTEN connection's state (`stopped` before start). */
+  get listenerState(): ListenerState {
+    return this.listener?.state ?? "stopped";
+  }
+
   /** Handlers currently running. */
   get runningCount(): number {
     return this.dispatcher.runningCount;
@@ -248,7 +258,8 @@ export class Lane {
   private sessionLost(error: Error): void {
     this.writer.dropQueued();
     const { dropped, running } = this.dispatcher.dropForLostSession();
-    this.options.logger.error(
+    this.supervisor.log.log(
+      "error",
       { err: error, dropped, running },
       "lock session lost; its jobs will be reclaimed by the reaper",
     );
@@ -294,7 +305,7 @@ export class Lane {
       for (const ref of held)
         if (!alive.has(ref.id) && this.dispatcher.has(ref.id)) this.dispatcher.claimLost(ref.id);
     } catch (error) {
-      if (!session.isLost) this.options.logger.warn({ err: error }, "heartbeat failed");
+      if (!session.isLost) this.supervisor.log.log("warn", { err: error }, "heartbeat failed");
     }
   }
 

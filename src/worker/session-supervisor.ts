@@ -1,13 +1,18 @@
 /**
- * The supervisor of one lane's lock session: opens it, notices it lost, and reopens it with capped
- * backoff (DESIGN.md §6). Its state is one of `open | lost | reconnecting | closed`, and the
+ * The supervisor of one lane's lock session: opens it, notices it lost, and reopens it with capped,
+ * jittered exponential backoff (DESIGN.md §6). The backoff grows with every session lost or
+ * reconnect failed, and is reset only by a claim that succeeded ({@link SessionSupervisor.healthy}),
+ * so that a database that accepts connections but refuses work (read-only, shared/cases 02) is
+ * not reconnected to in a tight loop. Its state is one of `open | lost | reconnecting | closed`, and the
  * `generation` counts the sessions lost: a job claimed under an older generation has lost its lock.
  */
 import type { ResolvedConfig } from "../config.js";
 import { reconnectDelayMs } from "../db/pool.js";
 import type { Logger } from "../log.js";
 import { LockSession } from "../queue/lock-session.js";
+import { connectionLimits } from "../queue/session/connection.js";
 import type { WorkerEmitter } from "./events.js";
+import { RepeatedLog } from "./repeat-log.js";
 
 /**
  * - `open`: the session is up (it may have failed without telling yet: see `LockSession.isLost`);
@@ -35,6 +40,8 @@ export class SessionSupervisor {
   private current: SessionState = { kind: "closed" };
   private sessionGeneration = 0;
   private failures = 0;
+  /** The lane's log of repeated failures (a few lines per distinct error, see repeat-log.ts). */
+  readonly log: RepeatedLog;
 
   constructor(
     private readonly config: ResolvedConfig & { databaseUrl: string },
@@ -42,7 +49,9 @@ export class SessionSupervisor {
     private readonly logger: Logger,
     private readonly events: WorkerEmitter,
     private readonly hooks: SessionHooks,
-  ) {}
+  ) {
+    this.log = new RepeatedLog(logger);
+  }
 
   /** The state, for the lane's stop procedure and tests of this module. */
   get state(): SessionState {
@@ -52,6 +61,23 @@ export class SessionSupervisor {
   /** Incremented with every session lost: claims of an older generation hold no lock. */
   get generation(): number {
     return this.sessionGeneration;
+  }
+
+  /** The state as `Worker.health()` shows it: an open session that failed counts as `lost`. */
+  get health(): "open" | "lost" | "reconnecting" | "closed" {
+    const state = this.current;
+    if (state.kind === "open") return state.session.isLost ? "lost" : "open";
+    return state.kind;
+  }
+
+  /**
+   * The session did useful work (a claim succeeded): the reconnect backoff starts again from its
+   * shortest delay, and the summaries of the failures logged meanwhile are written.
+   */
+  healthy(): void {
+    if (this.failures === 0) return;
+    this.failures = 0;
+    this.log.settle();
   }
 
   /** The open session, or null (lost, reconnecting or closed). May be lost without knowing yet. */
@@ -75,9 +101,9 @@ export class SessionSupervisor {
       schema: this.config.schema,
       workerId: this.workerId,
       onLost: (error) => this.lose(session, error),
+      limits: connectionLimits(this.config),
     });
     this.current = { kind: "open", session };
-    this.failures = 0;
     return session;
   }
 
@@ -102,14 +128,17 @@ export class SessionSupervisor {
       this.current = { kind: "closed" };
       return;
     }
-    const timer = setTimeout(() => {
-      if (this.current.kind !== "lost" || this.current.timer !== timer) return;
-      if (!this.hooks.mayReconnect()) {
-        this.current = { kind: "closed" };
-        return;
-      }
-      this.current = { kind: "reconnecting", attempt: this.reconnect() };
-    }, reconnectDelayMs(this.failures));
+    const timer = setTimeout(
+      () => {
+        if (this.current.kind !== "lost" || this.current.timer !== timer) return;
+        if (!this.hooks.mayReconnect()) {
+          this.current = { kind: "closed" };
+          return;
+        }
+        this.current = { kind: "reconnecting", attempt: this.reconnect() };
+      },
+      reconnectDelayMs(this.failures++),
+    );
     this.current = { kind: "lost", timer };
   }
 
@@ -118,15 +147,14 @@ export class SessionSupervisor {
     try {
       await this.open();
     } catch (error) {
-      this.failures++;
-      this.logger.warn({ err: error }, "lock session reconnect failed; retrying");
+      this.log.log("warn", { err: error }, "lock session reconnect failed; retrying");
       this.armReconnect();
       return;
     }
     // A stop that began meanwhile waits for this attempt (halt), then closes the new session
     // itself, deleting the worker row through it: nothing is claimed or announced here.
     if (!this.hooks.mayReconnect()) return;
-    this.logger.info("lock session re-established");
+    this.log.log("info", {}, "lock session re-established");
     this.events.emit("session:restored");
     this.hooks.onRestored();
   }

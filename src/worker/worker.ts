@@ -46,6 +46,23 @@ export interface WorkerOptions {
  */
 export type WorkerState = "created" | "starting" | "running" | "stopping" | "stopped" | "failed";
 
+/**
+ * What `Worker.health()` reports (for `/ready` and operators):
+ * - `state`: the worker's lifecycle state;
+ * - `lockSessions`: each lane's lock session, by lane id: `open`, `lost` (a reconnect is armed),
+ *   `reconnecting` (an attempt in flight) or `closed`;
+ * - `listener`: `listening` if every lane's LISTEN connection is up, `reconnecting` if one is being
+ *   re-established, else `stopped`;
+ * - `notifyTrigger`: whether the insert trigger that NOTIFYs workers exists (checked at start and at
+ *   every LISTEN reconnect; false if any lane found it missing), null until checked.
+ */
+export interface WorkerHealth {
+  state: WorkerState;
+  lockSessions: { id: string; state: "open" | "lost" | "reconnecting" | "closed" }[];
+  listener: "listening" | "reconnecting" | "stopped";
+  notifyTrigger: boolean | null;
+}
+
 /** Bounded local buffer: at most this share of the server's lock table per worker process. */
 const LOCK_TABLE_SHARE = 8;
 
@@ -118,6 +135,22 @@ export class Worker extends WorkerEmitter {
   /** The pool's lifecycle state. */
   get state(): WorkerState {
     return this.workerState;
+  }
+
+  /** The state of the worker's connections (see {@link WorkerHealth}). Never throws, sends nothing. */
+  health(): WorkerHealth {
+    const listeners = this.lanes.map((lane) => lane.listenerState);
+    const triggers = this.lanes.map((lane) => lane.listener?.notifyTrigger ?? null);
+    return {
+      state: this.workerState,
+      lockSessions: this.lanes.map((lane) => ({ id: lane.id, state: lane.supervisor.health })),
+      listener: listeners.includes("reconnecting")
+        ? "reconnecting"
+        : listeners.every((state) => state === "listening")
+          ? "listening"
+          : "stopped",
+      notifyTrigger: triggers.includes(false) ? false : triggers.includes(true) ? true : null,
+    };
   }
 
   /** Handlers currently running, over every lane. */

@@ -4,10 +4,11 @@
  */
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { type Static, Type } from "@sinclair/typebox";
-import { JobNotFoundError } from "../../errors.js";
+import type { FastifyReply } from "fastify";
+import { JobNotFoundError, QueueFullError } from "../../errors.js";
 import { LIMITS } from "../../queue/job-shape.js";
 import type { Ledger } from "../../queue/ledger.js";
-import type { JobSpec } from "../../queue/types.js";
+import type { Job, JobSpec } from "../../queue/types.js";
 import {
   BatchBody,
   BatchHeaders,
@@ -46,9 +47,21 @@ const invalidInput = problemResponse("Invalid input: `errors` names each bad fie
 const bodyErrors = {
   400: problemResponse("Malformed JSON."),
   413: problemResponse("Body too large."),
-  415: problemResponse("Body is not application/json."),
+  415: problemResponse("Body is not application/json, or has a Content-Encoding other than identity."),
   422: invalidInput,
+  429: problemResponse(
+    "A pending-jobs cap (MAX_PENDING_JOBS, MAX_PENDING_JOBS_PER_TYPE) is reached; nothing was written. Retry after `Retry-After` seconds.",
+  ),
+  503: problemResponse(
+    "The API holds its budget of request bodies (API_MAX_INFLIGHT_BODY_BYTES), or the database is unreachable; retry after `Retry-After` seconds.",
+  ),
 };
+
+/** Sets the Retry-After of a {@link QueueFullError} (answered 429 by problem.ts); returns the error to throw on. */
+function withRetryAfter(reply: FastifyReply, error: unknown): unknown {
+  if (error instanceof QueueFullError) reply.header("retry-after", String(error.retryAfterSeconds));
+  return error;
+}
 
 /**
  * Registers POST /jobs, POST /jobs/batch, GET /jobs/:id, GET /jobs and DELETE /jobs/:id.
@@ -71,7 +84,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       },
     },
     async (request, reply) => {
-      const job = await ledger.addJob(toJobSpec(request.body), { naming: "snake" });
+      let job: Job;
+      try {
+        job = await ledger.addJob(toJobSpec(request.body), { naming: "snake" });
+      } catch (error) {
+        throw withRetryAfter(reply, error);
+      }
       return reply.code(201).send(toJobResponse(job));
     },
   );
@@ -96,17 +114,21 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       // Serialized here with JSON.stringify, twice as fast as the schema's serializer for 1,000
       // jobs; Fastify sends a string body with a content type as it is (the cast only tells the
       // type provider so). Its objects come from toJobResponse, so the shape is BatchResponse's.
-      if (prefersMinimalReturn(request.headers.prefer)) {
-        const ids = await ledger.addJobIds(specs, { naming: "snake" });
-        reply
-          .code(201)
-          .type("application/json; charset=utf-8")
-          .header("preference-applied", "return=minimal");
-        return reply.send(JSON.stringify({ ids }) as unknown as BatchAnswer);
+      try {
+        if (prefersMinimalReturn(request.headers.prefer)) {
+          const ids = await ledger.addJobIds(specs, { naming: "snake" });
+          reply
+            .code(201)
+            .type("application/json; charset=utf-8")
+            .header("preference-applied", "return=minimal");
+          return reply.send(JSON.stringify({ ids }) as unknown as BatchAnswer);
+        }
+        const jobs = await ledger.addJobs(specs, { naming: "snake" });
+        reply.code(201).type("application/json; charset=utf-8");
+        return reply.send(JSON.stringify({ jobs: jobs.map(toJobResponse) }) as unknown as BatchAnswer);
+      } catch (error) {
+        throw withRetryAfter(reply, error);
       }
-      const jobs = await ledger.addJobs(specs, { naming: "snake" });
-      reply.code(201).type("application/json; charset=utf-8");
-      return reply.send(JSON.stringify({ jobs: jobs.map(toJobResponse) }) as unknown as BatchAnswer);
     },
   );
 

@@ -140,26 +140,32 @@ export async function writeReleaseBatch(
   return { outcome: refusedIds(rows), wakeTypes: rows[0]?.due_types ?? null };
 }
 
-/** Upserts the worker row and touches every held job. Returns the ids still held. */
+/**
+ * Upserts the worker row and touches every held job, within the heartbeat deadline (a heartbeat
+ * that misses it loses the session). Returns the ids still held.
+ */
 export async function writeHeartbeat(
   target: WriteTarget,
   worker: WorkerIdentity,
   fencedWrites: number,
   held: readonly ClaimRef[],
 ): Promise<Set<number>> {
-  const { rows } = await target.writes.query<{ id: number }>({
-    ...heartbeat(target.schema),
-    values: [
-      worker.id,
-      worker.host,
-      worker.pid,
-      worker.types,
-      worker.concurrency,
-      fencedWrites,
-      numberArray(held.map((r) => r.id)),
-      numberArray(held.map((r) => r.attempt)),
-    ],
-  });
+  const { rows } = await target.writes.query<{ id: number }>(
+    {
+      ...heartbeat(target.schema),
+      values: [
+        worker.id,
+        worker.host,
+        worker.pid,
+        worker.types,
+        worker.concurrency,
+        fencedWrites,
+        numberArray(held.map((r) => r.id)),
+        numberArray(held.map((r) => r.attempt)),
+      ],
+    },
+    "roundTrip",
+  );
   return new Set(rows.map((r) => r.id));
 }
 

@@ -75,3 +75,31 @@ export const lockTableSize = `SELECT current_setting('max_locks_per_transaction'
 
 /** LISTEN on `channel` (an identifier the config already restricted), simple-protocol text. */
 export const listenTo = (channel: string): string => `LISTEN ${quoteIdentifier(channel)}`;
+
+/** A cheap round trip that proves a connection and its server still answer (plain text). */
+export const roundTrip = "SELECT 1";
+
+/**
+ * Whether the insert trigger that NOTIFYs workers exists and is enabled: one row, `present`.
+ * `$1` is the quoted jobs table (`"schema".jobs`).
+ */
+export const notifyTriggerPresent = (schema: string): Statement =>
+  statement(
+    schema,
+    "notify_trigger_present",
+    `SELECT EXISTS (SELECT 1 FROM pg_trigger
+       WHERE tgrelid = to_regclass($1) AND tgname = 'jobs_notify_insert' AND tgenabled <> 'D') AS present`,
+  );
+
+/**
+ * Server-side bounds of a dedicated connection (plain text, sent with its other settings):
+ * `idle_session_timeout` (the server ends the session, and releases its advisory locks, once it
+ * has been idle this long; PostgreSQL 14 and later, skipped on older servers) and
+ * `statement_timeout`. Both in whole milliseconds; 0 leaves a setting as it is.
+ */
+export const sessionTimeouts = (idleSessionMs: number, statementMs: number): string => {
+  const idle = Math.max(0, Math.round(idleSessionMs));
+  const statementLimit = Math.max(0, Math.round(statementMs));
+  return `SELECT set_config(name, CASE name WHEN 'idle_session_timeout' THEN '${idle}' ELSE '${statementLimit}' END, false)
+    FROM pg_settings WHERE (name = 'idle_session_timeout' AND ${idle} > 0) OR (name = 'statement_timeout' AND ${statementLimit} > 0)`;
+};
