@@ -120,6 +120,13 @@ export const JOB_FIELDS = [
   { column: "created_at", field: "createdAt", wire: "created_at", timestamp: true, nullable: false },
 ] as const satisfies readonly JobFieldDefinition[];
 
+/**
+ * Columns of `jobs` that are no field of a {@link Job}: the ledger's own bookkeeping, never read
+ * into a job nor sent. `run_alone` (schema version 5): the job was reclaimed from a lost worker
+ * process and runs alone (DESIGN.md §6).
+ */
+export const INTERNAL_JOB_COLUMNS = ["run_alone"] as const;
+
 type JobFieldRow = (typeof JOB_FIELDS)[number];
 
 /** Compile-time proof that JOB_FIELDS names every stored field of {@link Job}, each once. */

@@ -37,7 +37,7 @@ import {
   writeReleaseBatch,
   writeRunning,
 } from "./session/writes.js";
-import { backendPid, claimJobs } from "./sql/claim.js";
+import { backendPid, claimAloneJob, claimJobs } from "./sql/claim.js";
 import { numberArray } from "./sql/params.js";
 import { roundTrip } from "./sql/schema.js";
 import type { ClaimedJob } from "./types.js";
@@ -71,6 +71,13 @@ export interface Written<T> {
  * attempt is claimed.
  */
 export type OnUnlocked<T> = (outcome: T, unlockError: unknown) => void;
+
+/** What a claim returns: the jobs it claimed, and whether run-alone jobs of its types are due. */
+export interface ClaimResult {
+  jobs: ClaimedJob[];
+  /** Run-alone jobs (DESIGN.md §6) of the claim's types are due; the claim took none of them. */
+  aloneDue: boolean;
+}
 
 /** An empty batch: nothing sent, nothing to unlock. */
 const nothingWritten = <T>(outcome: T): Promise<Written<T>> =>
@@ -163,15 +170,47 @@ export class LockSession {
    * resolves.
    * A failed claim may have taken advisory locks it never reports: from then on the session counts
    * as lost ({@link isLost}), and its owner must close it, which releases every lock it held.
+   * Never returns a run-alone job (see {@link claimReporting}).
    */
   async claim(types: readonly string[], limit: number): Promise<ClaimedJob[]> {
+    return (await this.claimReporting(types, limit)).jobs;
+  }
+
+  /**
+   * {@link claim}, and whether run-alone jobs of `types` are due (DESIGN.md §6): jobs reclaimed
+   * from a lost worker process, which the claim never takes; the worker process runs one with
+   * {@link claimAlone} once it holds nothing else.
+   */
+  async claimReporting(types: readonly string[], limit: number): Promise<ClaimResult> {
+    const rows = await this.claimRows((unlockIds) => ({
+      ...claimJobs(this.schema),
+      values: [types, limit, this.lockClass, this.workerId, unlockIds],
+    }));
+    // The report row, all NULL, comes after the claimed ones (claim.ts).
+    const aloneDue = rows.length > 0 && (rows[rows.length - 1] as { id: number | null }).id === null;
+    if (aloneDue) rows.pop();
+    return { jobs: rows, aloneDue };
+  }
+
+  /**
+   * Claims the first due run-alone job of `types` (or none), carrying the pending unlocks like
+   * {@link claim}. The caller must hold no other job in its whole process, and claim nothing else
+   * until this job's outcome is written (DESIGN.md §6). Same failure rule as {@link claim}.
+   */
+  async claimAlone(types: readonly string[]): Promise<ClaimedJob | null> {
+    const rows = await this.claimRows((unlockIds) => ({
+      ...claimAloneJob(this.schema),
+      values: [types, this.lockClass, this.workerId, unlockIds],
+    }));
+    return rows[0] ?? null;
+  }
+
+  /** Sends a claim statement (built around the ids it carries to unlock) and returns its rows. */
+  private async claimRows(query: (unlockIds: string) => pg.QueryConfig): Promise<ClaimedJob[]> {
     this.unlocks.send(true);
     const carried = this.unlocks.takeForClaim();
     // The claim names its columns as ClaimedJob's fields (claim.ts): rows are used as they are.
-    const claimed = this.locks.query<ClaimedJob & pg.QueryResultRow>({
-      ...claimJobs(this.schema),
-      values: [types, limit, this.lockClass, this.workerId, numberArray(carried?.ids ?? [])],
-    });
+    const claimed = this.locks.query<ClaimedJob & pg.QueryResultRow>(query(numberArray(carried?.ids ?? [])));
     // Registered before the carried unlocks' callbacks, so that they already see the session lost.
     claimed.catch(() => {
       this.lost = true;

@@ -13,6 +13,7 @@ import type { LaneState } from "./lane.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
 import { type HandlerJob, type HandlerRegistry, isSandboxed, type RegisteredHandler } from "./registry.js";
 import { RetryWakeups } from "./retry-wakeups.js";
+import { RunAloneGate } from "./run-alone.js";
 import { describeError, type HandlerOutcome, resultOutcome } from "./sandbox/outcome.js";
 import { SandboxPool } from "./sandbox/pool.js";
 import type { SessionSupervisor } from "./session-supervisor.js";
@@ -48,6 +49,8 @@ export class Dispatcher {
   readonly claimedWhileDraining: number[] = [];
   /** The child processes of sandboxed handlers, forked at the first sandboxed job. */
   private sandbox: SandboxPool | null = null;
+  /** The worker process's run-alone gate (see run-alone.ts and {@link joinGate}). */
+  private gate = new RunAloneGate();
 
   constructor(
     private readonly lane: DispatcherLane,
@@ -60,7 +63,9 @@ export class Dispatcher {
     public prefetch: number,
     private readonly events: WorkerEmitter,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.gate.join(this);
+  }
 
   /** Handlers currently running. */
   get runningCount(): number {
@@ -117,16 +122,31 @@ export class Dispatcher {
     if (!session) return;
     const free = this.prefetch - this.heldCount;
     if (free <= 0) return;
+    // Run-alone jobs (DESIGN.md §6): the process's gate says whether this lane claims ordinary jobs,
+    // one run-alone job (the process holds nothing), or nothing (it drains for one, or one runs).
+    const kind = this.gate.claimKind(this);
+    if (kind === "none") return;
     this.wakeRequested = false;
     const generation = this.supervisor.generation;
     this.claiming = (async () => {
       try {
-        const jobs = await session.claim(this.types, free);
+        let jobs: ClaimedJob[];
+        if (kind === "alone") {
+          const job = await session.claimAlone(this.types);
+          jobs = job ? [job] : [];
+          this.gate.report(kind, job !== null);
+          // None was due after all: claim ordinary jobs next.
+          if (!job) this.wakeRequested = true;
+        } else {
+          const claimed = await session.claimReporting(this.types, free);
+          jobs = claimed.jobs;
+          this.gate.report(kind, claimed.aloneDue);
+        }
         this.supervisor.healthy();
         const reports = this.writer.reportsOf(jobs);
         if (reports) await reports;
-        this.events.emit("claim:returned", { claimed: jobs.length, requested: free });
-        if (jobs.length === free) this.wakeRequested = true;
+        this.events.emit("claim:returned", { claimed: jobs.length, requested: kind === "alone" ? 1 : free });
+        if (kind === "normal" && jobs.length === free) this.wakeRequested = true;
         if (jobs.length > 0) this.events.emit("job:claimed", { jobs });
         // (a session lost meanwhile took the locks with it: the reaper returns the jobs)
         if (generation === this.supervisor.generation) this.accept(jobs);
@@ -142,7 +162,22 @@ export class Dispatcher {
       }
       this.dispatch();
       this.claimLoop();
+      this.gate.changed();
     })();
+  }
+
+  /**
+   * Joins the run-alone gate of this worker process, shared by all its lanes (worker.ts); until
+   * then the dispatcher has a gate of its own.
+   */
+  joinGate(gate: RunAloneGate): void {
+    this.gate = gate;
+    gate.join(this);
+  }
+
+  /** True while this lane holds a job or claims (what the process's run-alone gate reads). */
+  get holdsJobs(): boolean {
+    return this.claiming !== null || this.heldCount > 0;
   }
 
   /** Buffers claimed jobs, or gives them back at once if the lane drains meanwhile. */
@@ -322,6 +357,7 @@ export class Dispatcher {
   flushed(): void {
     if (this.running.size === 0 && this.heldCount === 0) this.notifyIdle();
     this.claimLoop();
+    this.gate.changed();
   }
 
   private notifyIdle(): void {

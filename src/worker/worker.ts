@@ -2,8 +2,9 @@
  * The public `Worker` (DESIGN.md §5–6): a pool of lanes, each with its own lock session (see
  * lane.ts). It owns only what is common to its lanes: splitting `workerCount` and `prefetch` among
  * them, the schema check, starting and stopping them together, the events they emit (every lane
- * emits through this worker's safe emit, see events.ts) and the pool's lifecycle,
- * {@link WorkerState}.
+ * emits through this worker's safe emit, see events.ts), the run-alone gate they share (a job
+ * reclaimed from a lost process runs only while the process holds nothing else, run-alone.ts) and
+ * the pool's lifecycle, {@link WorkerState}.
  *
  * Data flow in a lane: claim (lock connection) → buffer → handler → outcome queue → one batched
  * write per flush (write connection), then unlock (riding on the next claim). Handlers never hold
@@ -21,6 +22,7 @@ import { type StopReport, WorkerEmitter } from "./events.js";
 import { Lane } from "./lane.js";
 import type { UnreportedReports } from "./outcome-writer.js";
 import type { HandlerRegistry } from "./registry.js";
+import { RunAloneGate } from "./run-alone.js";
 
 export type { FencedWrite, FenceReason, StopReport, WorkerEvents } from "./events.js";
 
@@ -125,6 +127,9 @@ export class Worker extends WorkerEmitter {
         },
       });
     });
+    // A run-alone job runs only while the whole process holds nothing else (DESIGN.md §6).
+    const gate = new RunAloneGate();
+    for (const lane of this.lanes) lane.dispatcher.joinGate(gate);
   }
 
   /** The pool's lifecycle state. */

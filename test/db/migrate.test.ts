@@ -23,7 +23,7 @@ describe("migrate", () => {
   it("creates every table in its own schema and records the version", async () => {
     const schema = fresh();
     const result = await migrate(pool, { schema, notifyChannel: "c1" });
-    assert.deepEqual(result, { applied: [1, 2, 3, 4], version: 4 });
+    assert.deepEqual(result, { applied: [1, 2, 3, 4, 5], version: 5 });
     const { rows } = await pool.query(
       "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",
       [schema],
@@ -46,7 +46,7 @@ describe("migrate", () => {
   it("is a no-op when current", async () => {
     const schema = fresh();
     await migrate(pool, { schema, notifyChannel: "c1" });
-    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [], version: 4 });
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [], version: 5 });
   });
 
   it("ten concurrent runs apply each migration once", async () => {
@@ -94,8 +94,8 @@ describe("migrate", () => {
     );
     await pool.query(`UPDATE ${jobs} SET status = 'done', completed_at = now() WHERE id = 3`);
     assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), {
-      applied: [2, 3, 4],
-      version: 4,
+      applied: [2, 3, 4, 5],
+      version: 5,
     });
     const metrics = await new Ledger(pool, schema).metrics(30);
     assert.deepEqual(metrics.depth, { pending: 2, claimed: 2, running: 0, done: 1, dead: 0, cancelled: 0 });
@@ -108,7 +108,10 @@ describe("migrate", () => {
       `INSERT INTO "${schema}".job_stats (bucket, slot, done, failed, exec_seconds)
        VALUES (date_trunc('second', now()), 0, 4, 1, 8)`,
     );
-    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [3, 4], version: 4 });
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), {
+      applied: [3, 4, 5],
+      version: 5,
+    });
     const metrics = await new Ledger(pool, schema).metrics(30);
     assert.equal(metrics.jobsPerSecond, 4 / metrics.windowSeconds);
     assert.equal(metrics.errorRate, 1 / 5);

@@ -26,8 +26,9 @@ const policy = { backoffBaseSeconds: 1, backoffMaxSeconds: 3600, backoffJitter: 
 
 /** Puts job `id` in the state a worker that died while running it leaves behind. */
 async function orphan(id: number, attempt: number): Promise<void> {
+  // Run alone (DESIGN.md §6), so that its loss counts an attempt although its worker held others.
   await db.sql(
-    `UPDATE jobs SET status = 'running', attempt = $2, worker_id = 'gone-worker',
+    `UPDATE jobs SET status = 'running', attempt = $2, worker_id = 'gone-worker', run_alone = true,
        claimed_at = now() - interval '1 hour', started_at = now() - interval '1 hour',
        heartbeat_at = now() - interval '1 hour'
      WHERE id = $1`,

@@ -25,7 +25,12 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * nobody: an unlock that must NOTIFY goes out alone (`unlockJobs`), so that a failed claim cannot
  * roll its NOTIFY back.
  * $5 ids to unlock bigint[] (may be empty).
- * Returns the claimed jobs in claim order (priority DESC, run_at, id).
+ *
+ * Run-alone jobs (reclaimed from a lost worker process, DESIGN.md §6) are never claimed here (they
+ * are not in jobs_claim_idx); {@link claimAloneJob} takes them. Instead the claim reports them: if
+ * any of `$1` is due, one more row follows the claimed ones, every column NULL (one probe of
+ * jobs_alone_idx, which is empty but after a worker's loss).
+ * Returns the claimed jobs in claim order (priority DESC, run_at, id), then that report row, if any.
  */
 export const claimJobs = (schema: string): Statement =>
   statement(
@@ -33,8 +38,30 @@ export const claimJobs = (schema: string): Statement =>
     "claim_jobs",
     `WITH unlocked AS MATERIALIZED (
        ${unlockSelect({ ids: "$5", lockClass: "$3", wakeTypes: "NULL" })}
-     ), ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4", after: "(SELECT unlocked FROM unlocked) >= 0" })}
-     SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id`,
+     ), ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4", after: "(SELECT unlocked FROM unlocked) >= 0", alone: false })}
+     (SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id)
+     UNION ALL
+     (SELECT ${CLAIMED_COLUMNS} FROM (SELECT (NULL::$S.jobs).*) AS report
+      WHERE EXISTS (SELECT FROM $S.jobs WHERE status = 'pending' AND run_alone AND run_at <= now() AND type = ANY($1::text[])))`,
+  );
+
+/**
+ * Claims the first due run-alone job of `$1` (claim order), for a worker process that holds no
+ * other job and claims nothing else until this one's outcome is written (DESIGN.md §6), with the
+ * claim protocol of {@link claimJobs} (row lock, then advisory lock, then `claimed`), carrying the
+ * pending unlocks the same way. Not a hot statement: a worker sends it only when a claim reported
+ * run-alone jobs due and it holds nothing.
+ * $1 types text[], $2 lock class int4, $3 worker id text, $4 ids to unlock bigint[].
+ * Returns the claimed job (zero or one row).
+ */
+export const claimAloneJob = (schema: string): Statement =>
+  statement(
+    schema,
+    "claim_alone_job",
+    `WITH unlocked AS MATERIALIZED (
+       ${unlockSelect({ ids: "$4", lockClass: "$2", wakeTypes: "NULL" })}
+     ), ${claimCtes({ types: "$1", limit: "1", lockClass: "$2", workerId: "$3", after: "(SELECT unlocked FROM unlocked) >= 0", alone: true })}
+     SELECT ${CLAIMED_COLUMNS} FROM claimed`,
   );
 
 /**
@@ -46,8 +73,9 @@ const CLAIMED_COLUMNS = CLAIMED_SELECT_LIST;
 /**
  * The claim's CTEs (`candidates`, `locked`, `claimed`, `claim_counted`), parameters named by the
  * caller: `types` text[], `limit` int, `lockClass` int4, `workerId` text; `after`, a condition
- * without columns that the candidates' scan evaluates once, before its first row. `claimed` holds the
- * claimed rows (id, type, payload, priority, attempt, max_retries and run_at).
+ * without columns that the candidates' scan evaluates once, before its first row; `alone`, whether
+ * the candidates are run-alone jobs (through jobs_alone_idx) or ordinary ones (jobs_claim_idx).
+ * `claimed` holds the claimed rows (id, type, payload, priority, attempt, max_retries and run_at).
  */
 const claimCtes = (p: {
   types: string;
@@ -55,10 +83,12 @@ const claimCtes = (p: {
   lockClass: string;
   workerId: string;
   after: string;
+  alone: boolean;
 }): string =>
   `candidates AS MATERIALIZED (
        SELECT id FROM $S.jobs
-       WHERE status = 'pending' AND run_at <= now() AND type = ANY(${p.types}::text[]) AND ${p.after}
+       WHERE status = 'pending' AND ${p.alone ? "run_alone" : "NOT run_alone"} AND run_at <= now()
+         AND type = ANY(${p.types}::text[]) AND ${p.after}
        ORDER BY priority DESC, run_at, id
        LIMIT ${p.limit}
        FOR UPDATE SKIP LOCKED

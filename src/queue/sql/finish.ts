@@ -61,7 +61,7 @@ const held = (workerParam: string) =>
  */
 
 /**
- * Fenced completion of a batch: done, result stored, counted. No unlock.
+ * Fenced completion of a batch: done, result stored, counted, run-alone flag cleared. No unlock.
  * $1 ids bigint[], $2 attempts int[], $3 results as one JSON array read as `results` (see
  * params.ts), $4 run times float8[] (milliseconds, measured by the worker; used for started_at of
  * jobs never marked running), $5 worker id.
@@ -88,7 +88,7 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
                                 unnest($4::float8[])) AS t(id, attempt, result, run_ms)
      ), done AS (
        UPDATE $S.jobs AS j
-       SET status = 'done', result = i.result::jsonb, completed_at = now(), heartbeat_at = now(),
+       SET status = 'done', result = i.result::jsonb, completed_at = now(), heartbeat_at = now(), run_alone = false,
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${held(p.workerId)}
        RETURNING j.id, date_part('epoch', j.completed_at - j.started_at) AS exec_seconds
@@ -102,6 +102,7 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
 
 /**
  * Fenced failure of a batch: retry with backoff, or dead-letter in the same statement. No unlock.
+ * A run-alone job that failed on its own goes back to ordinary pending (DESIGN.md §6).
  * $1 ids, $2 attempts, $3 errors text[], $4 run times float8[] ms, $5 worker id,
  * $6 backoff base s, $7 backoff max s, $8 jitter. Returns every input id with `applied`, the new
  * `status` and, for retries, `retry_in_seconds` (by the database clock); every row also carries
@@ -116,6 +117,7 @@ export const writeFailures = (schema: string): Statement =>
      ), failed AS (
        UPDATE $S.jobs AS j
        SET ${failedAttemptSet({ error: "i.error", workerId: "$5::text", base: "$6", max: "$7", jitter: "$8" })},
+           run_alone = false,
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${held("$5")}
        RETURNING j.*
@@ -130,7 +132,9 @@ export const writeFailures = (schema: string): Statement =>
 
 /**
  * Fenced give-back without counting an attempt (claimed jobs never started, and jobs still running
- * at the shutdown deadline): back to pending, due now. No unlock.
+ * at the shutdown deadline): back to pending, due at once (a claimed job was due: its run_at is not
+ * in the future), so the unlock wakes a worker for it. A run-alone job stays one: it has not yet
+ * succeeded or failed on its own. No unlock.
  * $1 ids, $2 attempts, $3 worker id. Returns one row: `refused_ids` like writeDone, and
  * `due_types`, the types given back, for the unlock to wake.
  */
@@ -173,40 +177,79 @@ export const unlockSelect = (p: { ids: string; lockClass: string; wakeTypes: str
      FROM unnest(${p.ids}::bigint[]) AS i(id)`;
 
 /**
- * The stale reaper (DESIGN.md §6), one statement on any connection: held jobs whose heartbeat is
- * older than $1 seconds AND whose advisory lock no session holds (tested with a transaction-level
- * try-lock, released at commit) count a failed attempt naming the lost worker: back to pending with
- * backoff, or dead-lettered. Stale worker rows are deleted. Concurrent reapers skip each other's rows.
+ * The stale reaper (DESIGN.md §6), one statement on any connection. It reclaims held jobs whose
+ * heartbeat is older than $1 seconds AND whose advisory lock no session holds (tested with a
+ * transaction-level try-lock, released at commit): their worker lost them. Stale worker rows are
+ * deleted. Concurrent reapers skip each other's rows.
+ *
+ * The rule (DESIGN.md §6, "Lost jobs"): a worker process is the lanes whose ids share the part
+ * before `/` (worker.ts). A reclaimed job
+ * - that was not running alone, and whose process held other jobs when it was lost (counted over
+ *   the jobs that process still holds, this pass's included, and the ones already reclaimed from
+ *   it that wait to run alone), is an innocent neighbour or the culprit, nobody can tell: it counts
+ *   no attempt, goes back to pending due at once, flagged `run_alone`;
+ * - that was running alone (flag set), or was its process's only job, is the culprit or was unlucky
+ *   alone: a failed attempt naming the lost worker, with its backoff (or dead-lettered), as any
+ *   failure; the flag stays as it was (a culprit keeps running alone).
+ * Bounded: a reclaim without count needs the flag clear and sets it; only a handler's written
+ * outcome clears it (done, or a failed attempt: `writeDone`, `writeFailures`). So a job gets at
+ * most one uncounted reclaim per counted attempt, at most max_retries + 2 in all; a job that keeps
+ * crashing its worker is dead-lettered after its retries.
+ * Every reclaimed job already due wakes the workers of its type, in this statement.
  * $1 stale threshold s, $2 batch limit, $3 lock class, $4 backoff base, $5 backoff max, $6 jitter.
+ * Returns the reclaimed jobs (both kinds).
  */
 export const reapStaleJobs = (schema: string): Statement =>
   statement(
     schema,
     "reap_stale_jobs",
     `WITH stale AS MATERIALIZED (
-       SELECT id FROM $S.jobs
+       SELECT id, run_alone, split_part(worker_id, '/', 1) AS process FROM $S.jobs
        WHERE status IN ('claimed', 'running') AND heartbeat_at < now() - make_interval(secs => $1::float8)
        ORDER BY heartbeat_at
        LIMIT $2
        FOR UPDATE SKIP LOCKED
      ), unowned AS MATERIALIZED (
-       SELECT id FROM stale WHERE pg_try_advisory_xact_lock(${lockKey("$3", "id")})
+       SELECT id, run_alone, process FROM stale WHERE pg_try_advisory_xact_lock(${lockKey("$3", "id")})
+     ), process_jobs AS MATERIALIZED (
+       SELECT process, count(*) AS n FROM (
+         SELECT split_part(worker_id, '/', 1) AS process FROM $S.jobs WHERE status IN ('claimed', 'running')
+         UNION ALL
+         SELECT split_part(worker_id, '/', 1) FROM $S.jobs WHERE status = 'pending' AND run_alone
+       ) AS held
+       WHERE EXISTS (SELECT FROM unowned) AND process IN (SELECT process FROM unowned)
+       GROUP BY process
+     ), neighbours AS MATERIALIZED (
+       SELECT u.id FROM unowned u JOIN process_jobs p ON p.process = u.process
+       WHERE NOT u.run_alone AND p.n > 1
+     ), freed AS (
+       UPDATE $S.jobs AS j
+       SET status = 'pending', run_at = now(), run_alone = true, claimed_at = NULL, started_at = NULL,
+           heartbeat_at = NULL
+       WHERE j.id = ANY(ARRAY(SELECT id FROM neighbours))
+       RETURNING j.*
      ), reaped AS (
        UPDATE $S.jobs AS j
        SET ${failedAttemptSet({
-         error:
-           "('worker ' || coalesce(j.worker_id, 'unknown') || ' lost the job: no heartbeat since ' || j.heartbeat_at::text)",
+         error: `('worker ' || coalesce(j.worker_id, 'unknown') || ' lost the job: no heartbeat since '
+                  || j.heartbeat_at::text || CASE WHEN j.run_alone THEN ' (it ran alone)' ELSE '' END)`,
          workerId: "j.worker_id",
          base: "$4",
          max: "$5",
          jitter: "$6",
        })}
-       WHERE j.id = ANY(ARRAY(SELECT id FROM unowned))
+       WHERE j.id = ANY(ARRAY(SELECT id FROM unowned EXCEPT ALL SELECT id FROM neighbours))
        RETURNING j.*
      ), dead AS (
        ${deadLetterInsert("reaped")}
      ), gone_workers AS (
        DELETE FROM $S.workers WHERE heartbeat_at < now() - make_interval(secs => $1::float8)
-     ), ${failedAttemptCounts("reaped")}
-     SELECT ${JOB_COLUMNS} FROM reaped CROSS JOIN ${wakeForDue("reaped")} AS woke`,
+     ), reclaimed AS (
+       SELECT * FROM freed UNION ALL SELECT * FROM reaped
+     ), counted AS (
+       ${countStatuses("SELECT status, count(*) FROM reclaimed GROUP BY status")}
+     ), reaped_stats AS (
+       ${recordStats({ source: "reaped", done: "0", failed: "count(*)", execSeconds: "0" })}
+     )
+     SELECT ${JOB_COLUMNS} FROM reclaimed CROSS JOIN ${wakeForDue("reclaimed")} AS woke`,
   );
