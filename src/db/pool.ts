@@ -178,6 +178,10 @@ export async function connectSession(options: SessionOptions): Promise<pg.Client
     keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
     connectionTimeoutMillis: Math.max(1, Math.round((options.connectTimeoutSeconds ?? 5) * 1000)),
   });
+  // The server may end the connection before the owner has attached its own listeners (between
+  // connect and its set-up statements): that must not crash the process as an unhandled 'error'.
+  // The owner's next statement then fails, and it treats the session as lost.
+  client.on("error", () => undefined);
   await client.connect();
   return client;
 }

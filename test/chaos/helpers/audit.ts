@@ -139,8 +139,13 @@ export async function auditLedger(db: pg.Pool, schema: string, options: AuditOpt
   }
   const waitedSeconds = (Date.now() - started) / 1000;
 
-  const { rows: found } = await db.query<{ id: string; status: string; result: unknown }>(
-    `SELECT id, status, result FROM ${s}.jobs WHERE id = ANY($1::bigint[])`,
+  const { rows: found } = await db.query<{
+    id: string;
+    status: string;
+    result: unknown;
+    errors: { error: string; failed_at: string }[] | null;
+  }>(
+    `SELECT id, status, result, errors FROM ${s}.jobs WHERE id = ANY($1::bigint[])`,
     [ids],
   );
   const byId = new Map(found.map((row) => [Number(row.id), row]));
@@ -191,7 +196,16 @@ export async function auditLedger(db: pg.Pool, schema: string, options: AuditOpt
   const overlaps: string[] = [];
   const badOverlaps: string[] = [];
   const now = Date.now();
-  const endOf = (row: ExecutionRow) => row.finished ?? options.processEnds?.get(row.pid) ?? now;
+  // A sandboxed handler's child that died mid-run is named in the failed attempt the worker wrote
+  // after the child had exited ("handler process (pid N) exited ..."): that run ended by then.
+  const childEnds = new Map<number, number>();
+  for (const row of found)
+    for (const entry of row.errors ?? []) {
+      const pid = /handler process \(pid (\d+)\)/.exec(entry.error)?.[1];
+      if (pid) childEnds.set(Number(pid), Date.parse(entry.failed_at));
+    }
+  const endOf = (row: ExecutionRow) =>
+    row.finished ?? options.processEnds?.get(row.pid) ?? childEnds.get(row.pid) ?? now;
   for (const row of found) {
     const id = Number(row.id);
     const runs = perJob.get(id) ?? [];
