@@ -157,7 +157,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           ? () => (running.health as () => WorkerHealth)()
           : undefined;
       app = await buildApp({
-        ledger: new Ledger(apiPool, queue.config.schema),
+        ledger: new Ledger(apiPool, queue.config.schema, queue.config),
         config: queue.config,
         logger,
         workerHealth,
