@@ -53,6 +53,16 @@ export interface InsertedRow {
 }
 
 /**
+ * A new job as the insert knows it, before it is built into a {@link Job}: the validated spec (its
+ * payload as the JSON text that was stored) and the database's part. Answering with these instead
+ * of jobs spares parsing every payload back (see src/api/job-response.ts `newJobsAnswer`).
+ */
+export interface InsertedJob {
+  spec: NormalizedJobSpec;
+  row: InsertedRow;
+}
+
+/**
  * A new job as stored: the database's id and times, the rest as sent, and every other field as a
  * new job holds it (job-shape.ts `newJob`). The payload is parsed back from the JSON text that was
  * stored, as a read of the row would return it.
