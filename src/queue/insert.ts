@@ -11,21 +11,92 @@ import { jsonArrayType, jsonTextArray, numberArray } from "./sql/params.js";
 import type { Job, JsonValue } from "./types.js";
 import type { NormalizedJobSpec } from "./validate.js";
 
-/** Inserts validated jobs in one statement (all or nothing) and returns them in the given order. */
+/**
+ * Inserts validated jobs (all or nothing; in one statement, or as {@link insertRows} says) and
+ * returns them in the given order.
+ */
 export async function insertJobs(
   db: Queryable,
   schema: string,
   jobs: readonly NormalizedJobSpec[],
+  transactions: TransactionSource | null = null,
 ): Promise<Job[]> {
-  const rows = await insertRows(db, schema, jobs);
+  const rows = await insertRows(db, schema, jobs, transactions);
   return rows.map((row, i) => insertedJob(jobs[i] as NormalizedJobSpec, row));
 }
 
 /**
- * Inserts validated jobs in one statement (all or nothing) and returns the database's part of each
- * (id and times), in the given order.
+ * Most characters of payload JSON one insert statement carries. A batch with more (a 32 MiB POST
+ * /jobs/batch) is inserted by several statements in one transaction, so that its payloads are not
+ * held as one more text of the batch's size, and again as the driver's message, while it is sent:
+ * that was a third of what such a request cost in memory (docs/benchmarks.md, api-memory). Below
+ * it (a 1,000-job batch of small payloads), one statement without a transaction, as before.
+ */
+export const INSERT_STATEMENT_MAX_CHARS = 4 * 1024 * 1024;
+
+/** Where {@link insertRows} can take a connection of its own for a transaction (a pool). */
+export interface TransactionSource {
+  connect(): Promise<Queryable & { release(error?: Error | boolean): void }>;
+}
+
+/**
+ * Inserts validated jobs, all or nothing, and returns the database's part of each (id and times),
+ * in the given order. One statement when the payloads' JSON is at most
+ * {@link INSERT_STATEMENT_MAX_CHARS} long, or when `transactions` is null (the caller's client,
+ * whose transaction state is the caller's); else consecutive slices of the batch, each within that
+ * size, in one transaction on a connection of `transactions`. Errors: whatever the statements
+ * throw (nothing is written then).
  */
 export async function insertRows(
+  db: Queryable,
+  schema: string,
+  jobs: readonly NormalizedJobSpec[],
+  transactions: TransactionSource | null = null,
+): Promise<InsertedRow[]> {
+  const slices = transactions ? slicesBySize(jobs, INSERT_STATEMENT_MAX_CHARS) : [jobs];
+  if (slices.length === 1 || !transactions) return insertStatement(db, schema, jobs);
+  const client = await transactions.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query("BEGIN");
+    const rows: InsertedRow[] = [];
+    for (const slice of slices) {
+      for (const row of await insertStatement(client, schema, slice)) rows.push(row);
+    }
+    await client.query("COMMIT");
+    return rows;
+  } catch (error) {
+    await client.query("ROLLBACK").catch((rollback: unknown) => {
+      broken = rollback instanceof Error ? rollback : new Error(String(rollback));
+    });
+    throw error;
+  } finally {
+    // A connection whose rollback failed is in an unknown state: the pool drops it.
+    client.release(broken);
+  }
+}
+
+/** Consecutive slices of `jobs` whose payloads' JSON adds up to at most `maxChars` (at least one job each). */
+function slicesBySize(jobs: readonly NormalizedJobSpec[], maxChars: number): NormalizedJobSpec[][] {
+  const slices: NormalizedJobSpec[][] = [];
+  let slice: NormalizedJobSpec[] = [];
+  let chars = 0;
+  for (const job of jobs) {
+    const length = job.payloadJson.length + 1;
+    if (slice.length > 0 && chars + length > maxChars) {
+      slices.push(slice);
+      slice = [];
+      chars = 0;
+    }
+    slice.push(job);
+    chars += length;
+  }
+  if (slice.length > 0) slices.push(slice);
+  return slices;
+}
+
+/** One insert statement of `jobs`; the rows in the given order. */
+async function insertStatement(
   db: Queryable,
   schema: string,
   jobs: readonly NormalizedJobSpec[],

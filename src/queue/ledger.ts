@@ -18,6 +18,7 @@ import {
   type InsertedJob,
   type InsertedRow,
   insertedJob,
+  type TransactionSource,
   insertJobs,
   insertRows,
 } from "./insert.js";
@@ -163,7 +164,7 @@ export class Ledger {
     const jobs = validateBatch(specs, options);
     if (jobs.length === 0) return [];
     if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
-    return insertJobs(options.client ?? this.pool, this.schema, jobs);
+    return insertJobs(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
   }
 
   /**
@@ -178,7 +179,7 @@ export class Ledger {
     const jobs = validateBatch(specs, options);
     if (jobs.length === 0) return [];
     if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
-    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs);
+    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
     return rows.map((row) => row.id);
   }
 
@@ -194,8 +195,13 @@ export class Ledger {
     const jobs = validateBatch(specs, options);
     if (jobs.length === 0) return [];
     if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
-    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs);
+    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
     return rows.map((row, i) => ({ spec: jobs[i] as NormalizedJobSpec, row }));
+  }
+
+  /** Where a large batch may open its own transaction: the pool, unless the caller gave its client. */
+  private transactions(options: EnqueueOptions): TransactionSource | null {
+    return options.client ? null : this.pool;
   }
 
   /** The job with this id, or null. @throws {JobValidationError} if `id` is not a positive integer. */
