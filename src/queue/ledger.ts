@@ -18,9 +18,9 @@ import {
   type InsertedJob,
   type InsertedRow,
   insertedJob,
-  type TransactionSource,
   insertJobs,
   insertRows,
+  type TransactionSource,
 } from "./insert.js";
 import { integerRangeMessage, LIMITS } from "./job-shape.js";
 import { lockClassFor } from "./lock-class.js";
