@@ -37,7 +37,7 @@ export const FACE_VALUE_BYTES = 1024 * 1024;
  * Bytes of process memory that one body byte past {@link FACE_VALUE_BYTES} costs while its request
  * is handled, as measured for a 32 MiB batch of 10,000 jobs (docs/benchmarks.md).
  */
-export const HANDLING_COST_FACTOR = 6;
+export const HANDLING_COST_FACTOR = 5;
 
 /**
  * What a body of `bytes` (its Content-Length) is charged against the budget: `bytes` up to

@@ -3,6 +3,7 @@
  * schema {@link JobResponse} (wire names, timestamps as ISO-8601 strings, which may be null) and
  * {@link toJobResponse}, the one mapping from the library's {@link Job} to it.
  */
+import { Readable } from "node:stream";
 import { type Static, type TNull, type TSchema, type TString, type TUnion, Type } from "@sinclair/typebox";
 import type { InsertedJob } from "../queue/insert.js";
 import {
@@ -141,21 +142,23 @@ export function toJobResponse(job: Job): JobResponse {
 const PAYLOAD_KEY = ',"payload":';
 const PLACEHOLDER = `${PAYLOAD_KEY}null,`;
 
+/** Bytes of one piece of a streamed answer, about. */
+const ANSWER_CHUNK_CHARS = 64 * 1024;
+
 /**
- * The answer of POST /jobs/batch, `{"jobs":[…]}`, as UTF-8 bytes: exactly
- * `JSON.stringify({ jobs: inserted.map((j) => toJobResponse(insertedJob(j.spec, j.row))) })`, but
- * written straight into one buffer, each payload as the JSON text that was stored
- * (`spec.payloadJson`, from `JSON.stringify`, which a parse and a second stringify give back
- * unchanged). So no payload is parsed back into objects and the answer is not held as a string and
- * again as bytes: for a 32 MiB batch that was three copies of the payloads (test/api/batch.test.ts
- * checks the bytes against the built jobs).
+ * The answer of POST /jobs/batch, `{"jobs":[…]}`, as the texts that make it up, in order, and its
+ * length in UTF-8 bytes: exactly
+ * `JSON.stringify({ jobs: inserted.map((j) => toJobResponse(insertedJob(j.spec, j.row))) })`
+ * once joined, but with each payload as the JSON text that was stored (`spec.payloadJson`, from
+ * `JSON.stringify`, which a parse and a second stringify give back unchanged), so no payload is
+ * parsed back into objects (test/api/large-batch.test.ts checks the bytes against the built jobs).
  */
-export function newJobsAnswer(inserted: readonly InsertedJob[]): Buffer {
-  // Each job's answer without its payload, split where the payload goes: a `"` inside a string
-  // value is always escaped, so the first `,"payload":null,` is the key's.
-  const parts: string[] = new Array<string>(inserted.length * 3);
-  let bytes = '{"jobs":[]}'.length + Math.max(0, inserted.length - 1);
+function answerParts(inserted: readonly InsertedJob[]): { parts: string[]; bytes: number } {
+  const parts: string[] = ['{"jobs":['];
+  let bytes = '{"jobs":[]}'.length;
   inserted.forEach(({ spec, row }, i) => {
+    // The job's answer without its payload, split where the payload goes: a `"` inside a string
+    // value is always escaped, so the first `,"payload":null,` is the key's.
     const text = JSON.stringify(
       toJobResponse(
         newJob({
@@ -170,19 +173,39 @@ export function newJobsAnswer(inserted: readonly InsertedJob[]): Buffer {
       ),
     );
     const at = text.indexOf(PLACEHOLDER) + PAYLOAD_KEY.length;
-    const head = text.slice(0, at);
+    const head = i === 0 ? text.slice(0, at) : `,${text.slice(0, at)}`;
     const tail = text.slice(at + "null".length);
-    parts[i * 3] = head;
-    parts[i * 3 + 1] = spec.payloadJson;
-    parts[i * 3 + 2] = tail;
+    parts.push(head, spec.payloadJson, tail);
     bytes += Buffer.byteLength(head) + Buffer.byteLength(spec.payloadJson) + Buffer.byteLength(tail);
   });
+  parts.push("]}");
+  return { parts, bytes };
+}
+
+/** The answer of POST /jobs/batch as one buffer (see {@link answerParts}). */
+export function newJobsAnswer(inserted: readonly InsertedJob[]): Buffer {
+  const { parts, bytes } = answerParts(inserted);
   const answer = Buffer.allocUnsafe(bytes);
-  let offset = answer.write('{"jobs":[', 0, "latin1");
-  parts.forEach((part, k) => {
-    if (k > 0 && k % 3 === 0) offset += answer.write(",", offset, "latin1");
-    offset += answer.write(part, offset, "utf8");
+  let offset = 0;
+  for (const part of parts) offset += answer.write(part, offset, "utf8");
+  return answer;
+}
+
+/**
+ * The answer of POST /jobs/batch as a stream of pieces of about 64 KiB, and its length in bytes
+ * (for `Content-Length`): the bytes of {@link newJobsAnswer}, without holding them all at once.
+ * For a 32 MiB batch the whole answer was another 32 MiB held next to the request's other copies.
+ */
+export function newJobsAnswerStream(inserted: readonly InsertedJob[]): { bytes: number; stream: Readable } {
+  const { parts, bytes } = answerParts(inserted);
+  let next = 0;
+  const stream = new Readable({
+    read() {
+      let piece = "";
+      while (next < parts.length && piece.length < ANSWER_CHUNK_CHARS) piece += parts[next++];
+      if (piece !== "") this.push(Buffer.from(piece, "utf8"));
+      if (next >= parts.length) this.push(null);
+    },
   });
-  offset += answer.write("]}", offset, "latin1");
-  return offset === bytes ? answer : answer.subarray(0, offset);
+  return { bytes, stream };
 }

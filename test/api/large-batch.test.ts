@@ -10,7 +10,7 @@ import { connect } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { buildApp } from "../../src/api/app.js";
 import { chargedBytes, FACE_VALUE_BYTES, HANDLING_COST_FACTOR } from "../../src/api/body-admission.js";
-import { newJobsAnswer, toJobResponse } from "../../src/api/job-response.js";
+import { newJobsAnswer, newJobsAnswerStream, toJobResponse } from "../../src/api/job-response.js";
 import { INSERT_STATEMENT_MAX_CHARS, insertedJob } from "../../src/queue/insert.js";
 import type { JobSpec, JsonValue } from "../../src/queue/types.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
@@ -44,6 +44,11 @@ describe("large POST /jobs/batch", () => {
     const expected = JSON.stringify({ jobs: inserted.map((j) => toJobResponse(insertedJob(j.spec, j.row))) });
     assert.equal(newJobsAnswer(inserted).toString("utf8"), expected);
     assert.equal(newJobsAnswer([]).toString("utf8"), JSON.stringify({ jobs: [] }));
+    const streamed = newJobsAnswerStream(inserted);
+    const chunks: Buffer[] = [];
+    for await (const chunk of streamed.stream) chunks.push(chunk as Buffer);
+    assert.equal(Buffer.concat(chunks).toString("utf8"), expected);
+    assert.equal(streamed.bytes, Buffer.byteLength(expected));
     // Through the route: the same shape, the payloads as sent.
     const wire = specs.map(({ maxRetries, runAt, ...rest }) =>
       maxRetries === undefined ? rest : { ...rest, max_retries: maxRetries, run_at: runAt },

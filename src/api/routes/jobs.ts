@@ -9,7 +9,7 @@ import { JobNotFoundError, QueueFullError } from "../../errors.js";
 import { LIMITS } from "../../queue/job-shape.js";
 import type { Ledger } from "../../queue/ledger.js";
 import type { Job, JobSpec } from "../../queue/types.js";
-import { newJobsAnswer } from "../job-response.js";
+import { newJobsAnswerStream } from "../job-response.js";
 import {
   BatchBody,
   BatchHeaders,
@@ -113,7 +113,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     async (request, reply) => {
       const specs = request.body.jobs.map(toJobSpec);
       // Serialized here, not by the schema's serializer (twice as slow for 1,000 jobs); Fastify
-      // sends a string or Buffer body with a content type as it is (the cast only tells the type
+      // sends a string or stream body with a content type as it is (the cast only tells the type
       // provider so). The jobs' text comes from toJobResponse, so the shape is BatchResponse's.
       try {
         if (prefersMinimalReturn(request.headers.prefer)) {
@@ -124,11 +124,13 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
             .header("preference-applied", "return=minimal");
           return reply.send(JSON.stringify({ ids }) as unknown as BatchAnswer);
         }
-        // The answer is written from the stored payload texts, not from jobs parsed back
-        // (job-response.ts newJobsAnswer): the same bytes, without two more copies of the payloads.
+        // The answer is written from the stored payload texts, not from jobs parsed back, and
+        // streamed (job-response.ts newJobsAnswerStream): the same bytes, without three more
+        // copies of the payloads.
         const inserted = await ledger.addInsertedJobs(specs, { naming: "snake" });
-        reply.code(201).type("application/json; charset=utf-8");
-        return reply.send(newJobsAnswer(inserted) as unknown as BatchAnswer);
+        const answer = newJobsAnswerStream(inserted);
+        reply.code(201).type("application/json; charset=utf-8").header("content-length", answer.bytes);
+        return reply.send(answer.stream as unknown as BatchAnswer);
       } catch (error) {
         throw withRetryAfter(reply, error);
       }
