@@ -184,7 +184,23 @@ function answerParts(inserted: readonly InsertedJob[]): { parts: string[]; bytes
 
 /** The answer of POST /jobs/batch as one buffer (see {@link answerParts}). */
 export function newJobsAnswer(inserted: readonly InsertedJob[]): Buffer {
-  const { parts, bytes } = answerParts(inserted);
+  return joinParts(answerParts(inserted));
+}
+
+/** Answers longer than this (bytes) are streamed by {@link batchAnswer}. */
+const STREAM_MIN_BYTES = 1024 * 1024;
+
+/**
+ * The answer of POST /jobs/batch for the route: one buffer ({@link newJobsAnswer}) up to a MiB,
+ * else a stream ({@link newJobsAnswerStream}) with its length in bytes for `Content-Length`.
+ */
+export function batchAnswer(inserted: readonly InsertedJob[]): Buffer | { bytes: number; stream: Readable } {
+  const answer = answerParts(inserted);
+  return answer.bytes <= STREAM_MIN_BYTES ? joinParts(answer) : streamParts(answer);
+}
+
+/** The parts of an answer written into one buffer of their length. */
+function joinParts({ parts, bytes }: { parts: string[]; bytes: number }): Buffer {
   const answer = Buffer.allocUnsafe(bytes);
   let offset = 0;
   for (const part of parts) offset += answer.write(part, offset, "utf8");
@@ -197,7 +213,14 @@ export function newJobsAnswer(inserted: readonly InsertedJob[]): Buffer {
  * For a 32 MiB batch the whole answer was another 32 MiB held next to the request's other copies.
  */
 export function newJobsAnswerStream(inserted: readonly InsertedJob[]): { bytes: number; stream: Readable } {
-  const { parts, bytes } = answerParts(inserted);
+  return streamParts(answerParts(inserted));
+}
+
+/** The parts of an answer as a stream of pieces of about {@link ANSWER_CHUNK_CHARS}. */
+function streamParts({ parts, bytes }: { parts: string[]; bytes: number }): {
+  bytes: number;
+  stream: Readable;
+} {
   let next = 0;
   const stream = new Readable({
     read() {

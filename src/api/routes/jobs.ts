@@ -9,7 +9,7 @@ import { JobNotFoundError, QueueFullError } from "../../errors.js";
 import { LIMITS } from "../../queue/job-shape.js";
 import type { Ledger } from "../../queue/ledger.js";
 import type { Job, JobSpec } from "../../queue/types.js";
-import { newJobsAnswerStream } from "../job-response.js";
+import { batchAnswer } from "../job-response.js";
 import {
   BatchBody,
   BatchHeaders,
@@ -125,11 +125,13 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
           return reply.send(JSON.stringify({ ids }) as unknown as BatchAnswer);
         }
         // The answer is written from the stored payload texts, not from jobs parsed back, and
-        // streamed (job-response.ts newJobsAnswerStream): the same bytes, without three more
+        // a large one streamed (job-response.ts batchAnswer): the same bytes, without three more
         // copies of the payloads.
         const inserted = await ledger.addInsertedJobs(specs, { naming: "snake" });
-        const answer = newJobsAnswerStream(inserted);
-        reply.code(201).type("application/json; charset=utf-8").header("content-length", answer.bytes);
+        const answer = batchAnswer(inserted);
+        reply.code(201).type("application/json; charset=utf-8");
+        if (Buffer.isBuffer(answer)) return reply.send(answer as unknown as BatchAnswer);
+        reply.header("content-length", answer.bytes);
         return reply.send(answer.stream as unknown as BatchAnswer);
       } catch (error) {
         throw withRetryAfter(reply, error);
