@@ -3,7 +3,8 @@
  * 300 MB"): starts `taskqueue api` in its own process, sends `--concurrency` (16) bodies of
  * `--mib` (32) MiB at once, each a valid POST /jobs/batch of 10,000 jobs, and prints the API
  * process's RSS before, its peak (the kernel's high-water mark, VmHWM), and how many requests got
- * 201, 503 (over the in-flight body budget) or something else. With `--retry`, a request answered
+ * 201, 503 (over the in-flight body budget) or something else, and checks that every job of the
+ * 201s is stored with the payload it was sent. With `--retry`, a request answered
  * 503 is sent again after its Retry-After, until every one is in (the peak then covers all 16).
  *
  *   npm run bench:api-memory -- [--concurrency 16] [--mib 32] [--budget BYTES] [--minimal] [--retry]
@@ -186,6 +187,19 @@ try {
   );
   const { rows } = await queue.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".jobs`);
   console.log(`jobs stored: ${rows[0]?.n} (${(counts.get("201") ?? 0) * 10_000} expected from the 201s)`);
+  // Stored as sent: each batch holds 1,000 jobs of each of ten payloads (digit i % 10, repeated).
+  const sent = JSON.parse(body.toString("utf8")) as { jobs: { payload: { s: string } }[] };
+  const expected = new Set(sent.jobs.slice(0, 10).map((job) => JSON.stringify(job.payload)));
+  const { rows: groups } = await queue.pool.query<{ payload: string; n: string }>(
+    `SELECT payload::text AS payload, count(*) AS n FROM "${schema}".jobs GROUP BY 1`,
+  );
+  const perPayload = (counts.get("201") ?? 0) * 1000;
+  const exact = groups.every(
+    (g) => expected.has(JSON.stringify(JSON.parse(g.payload))) && Number(g.n) === perPayload,
+  );
+  console.log(
+    `payloads stored as sent: ${exact && (perPayload === 0 || groups.length === 10) ? "yes" : "NO"}`,
+  );
 } finally {
   server?.kill("SIGTERM");
   await queue.pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);

@@ -11,6 +11,16 @@
  *   (chunked) is counted as it arrives and cut off with the same 503 when it goes past. Bytes go
  *   back to the budget when the request ends, however it ends (answered, failed, or its connection
  *   lost).
+ * - A body is charged what handling it costs, not only its size: while its request is handled the
+ *   process holds the body several times over (bytes, text, parsed values, the payloads' JSON
+ *   texts, the insert's parameter and the driver's message), measured at about
+ *   {@link HANDLING_COST_FACTOR} times its size for a large batch (docs/benchmarks.md,
+ *   `npm run bench:api-memory`). So a body with a `Content-Length` is charged its size up to
+ *   {@link FACE_VALUE_BYTES} and that factor times every byte past it ({@link chargedBytes}):
+ *   small requests, whose copies are short-lived, still run many at a time, and large ones are
+ *   admitted by what they will cost. A body whose charge exceeds the budget on its own is taken
+ *   when nothing else is held (it is within the body limit), so the largest bodies run one at a
+ *   time instead of never.
  *
  * Both refusals close the connection (`Connection: close`), so that the client stops sending a
  * body nobody reads.
@@ -19,6 +29,24 @@ import { EventEmitter } from "node:events";
 import { Transform } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { HttpProblem, PROBLEM_TYPES, problemFor, sendProblem } from "./problem.js";
+
+/** Bytes of a body charged at their size (see the top of this file). */
+export const FACE_VALUE_BYTES = 1024 * 1024;
+
+/**
+ * Bytes of process memory that one body byte past {@link FACE_VALUE_BYTES} costs while its request
+ * is handled, as measured for a 32 MiB batch of 10,000 jobs (docs/benchmarks.md).
+ */
+export const HANDLING_COST_FACTOR = 5;
+
+/**
+ * What a body of `bytes` (its Content-Length) is charged against the budget: `bytes` up to
+ * {@link FACE_VALUE_BYTES}, plus {@link HANDLING_COST_FACTOR} times each byte past it. Bytes.
+ */
+export function chargedBytes(bytes: number): number {
+  if (bytes <= FACE_VALUE_BYTES) return bytes;
+  return FACE_VALUE_BYTES + (bytes - FACE_VALUE_BYTES) * HANDLING_COST_FACTOR;
+}
 
 /** A count of bytes against a fixed budget. Emits `change` (bytes held now) on every take and give. */
 export class ByteBudget extends EventEmitter<{ change: [heldBytes: number] }> {
@@ -34,9 +62,12 @@ export class ByteBudget extends EventEmitter<{ change: [heldBytes: number] }> {
     return this.held;
   }
 
-  /** Takes `bytes` if the total stays within the budget; false (nothing taken) otherwise. */
-  tryTake(bytes: number): boolean {
-    if (this.held + bytes > this.maxBytes) return false;
+  /**
+   * Takes `bytes` if the total stays within the budget, or, with `evenAlone`, if nothing is held
+   * now (a charge larger than the whole budget then runs alone); false (nothing taken) otherwise.
+   */
+  tryTake(bytes: number, evenAlone = false): boolean {
+    if (this.held + bytes > this.maxBytes && !(evenAlone && this.held === 0)) return false;
     this.held += bytes;
     this.emit("change", this.held);
     return true;
@@ -64,7 +95,7 @@ function overBudget(budget: ByteBudget, bytes: number | null): HttpProblem {
     503,
     PROBLEM_TYPES.serverBusy,
     "Server busy",
-    `${bytes === null ? "This body" : `A body of ${mib(bytes)}`} does not fit the API's budget of request bodies in flight ` +
+    `${bytes === null ? "This body" : `A body of ${mib(bytes)} (charged ${mib(chargedBytes(bytes))} for handling)`} does not fit the API's budget of request bodies in flight ` +
       `(${mib(budget.maxBytes)}, API_MAX_INFLIGHT_BODY_BYTES; ${mib(budget.heldBytes)} held now): retry later.`,
   );
 }
@@ -136,8 +167,9 @@ export function registerBodyAdmission(
     const bytes = Number(length);
     // Not a length (Fastify refuses it) or over the body limit (413 before it is read): nothing to hold.
     if (!(bytes > 0) || bytes > bodyLimitBytes) return;
-    if (!budget.tryTake(bytes)) return refuse(request, reply, overBudget(budget, bytes));
-    hold(request as WithHeld, reply, budget, bytes);
+    const charge = chargedBytes(bytes);
+    if (!budget.tryTake(charge, true)) return refuse(request, reply, overBudget(budget, bytes));
+    hold(request as WithHeld, reply, budget, charge);
   });
 
   if (!budget) return;

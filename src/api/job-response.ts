@@ -3,12 +3,15 @@
  * schema {@link JobResponse} (wire names, timestamps as ISO-8601 strings, which may be null) and
  * {@link toJobResponse}, the one mapping from the library's {@link Job} to it.
  */
+import { Readable } from "node:stream";
 import { type Static, type TNull, type TSchema, type TString, type TUnion, Type } from "@sinclair/typebox";
+import type { InsertedJob } from "../queue/insert.js";
 import {
   JOB_FIELDS,
   type JobField,
   LIMITS,
   type NullableTimestampField,
+  newJob,
   OMISSION_FLAGS,
   type TimestampField,
   type WireName,
@@ -133,4 +136,99 @@ export function toJobResponse(job: Job): JobResponse {
   if (job.payloadOmitted) response.payload_omitted = true;
   if (job.resultOmitted) response.result_omitted = true;
   return response;
+}
+
+/** Where a job's payload goes in its answer: `"payload":` then the payload's JSON text. */
+const PAYLOAD_KEY = ',"payload":';
+const PLACEHOLDER = `${PAYLOAD_KEY}null,`;
+
+/** Bytes of one piece of a streamed answer, about. */
+const ANSWER_CHUNK_CHARS = 64 * 1024;
+
+/**
+ * The answer of POST /jobs/batch, `{"jobs":[…]}`, as the texts that make it up, in order, and its
+ * length in UTF-8 bytes: exactly
+ * `JSON.stringify({ jobs: inserted.map((j) => toJobResponse(insertedJob(j.spec, j.row))) })`
+ * once joined, but with each payload as the JSON text that was stored (`spec.payloadJson`, from
+ * `JSON.stringify`, which a parse and a second stringify give back unchanged), so no payload is
+ * parsed back into objects (test/api/large-batch.test.ts checks the bytes against the built jobs).
+ */
+function answerParts(inserted: readonly InsertedJob[]): { parts: string[]; bytes: number } {
+  const parts: string[] = ['{"jobs":['];
+  let bytes = '{"jobs":[]}'.length;
+  inserted.forEach(({ spec, row }, i) => {
+    // The job's answer without its payload, split where the payload goes: a `"` inside a string
+    // value is always escaped, so the first `,"payload":null,` is the key's.
+    const text = JSON.stringify(
+      toJobResponse(
+        newJob({
+          id: row.id,
+          type: spec.type,
+          payload: null,
+          priority: spec.priority,
+          maxRetries: spec.maxRetries,
+          runAt: new Date(row.run_at_ms),
+          createdAt: new Date(row.created_at_ms),
+        }),
+      ),
+    );
+    const at = text.indexOf(PLACEHOLDER) + PAYLOAD_KEY.length;
+    const head = i === 0 ? text.slice(0, at) : `,${text.slice(0, at)}`;
+    const tail = text.slice(at + "null".length);
+    parts.push(head, spec.payloadJson, tail);
+    bytes += Buffer.byteLength(head) + Buffer.byteLength(spec.payloadJson) + Buffer.byteLength(tail);
+  });
+  parts.push("]}");
+  return { parts, bytes };
+}
+
+/** The answer of POST /jobs/batch as one buffer (see {@link answerParts}). */
+export function newJobsAnswer(inserted: readonly InsertedJob[]): Buffer {
+  return joinParts(answerParts(inserted));
+}
+
+/** Answers longer than this (bytes) are streamed by {@link batchAnswer}. */
+const STREAM_MIN_BYTES = 1024 * 1024;
+
+/**
+ * The answer of POST /jobs/batch for the route: one buffer ({@link newJobsAnswer}) up to a MiB,
+ * else a stream ({@link newJobsAnswerStream}) with its length in bytes for `Content-Length`.
+ */
+export function batchAnswer(inserted: readonly InsertedJob[]): Buffer | { bytes: number; stream: Readable } {
+  const answer = answerParts(inserted);
+  return answer.bytes <= STREAM_MIN_BYTES ? joinParts(answer) : streamParts(answer);
+}
+
+/** The parts of an answer written into one buffer of their length. */
+function joinParts({ parts, bytes }: { parts: string[]; bytes: number }): Buffer {
+  const answer = Buffer.allocUnsafe(bytes);
+  let offset = 0;
+  for (const part of parts) offset += answer.write(part, offset, "utf8");
+  return answer;
+}
+
+/**
+ * The answer of POST /jobs/batch as a stream of pieces of about 64 KiB, and its length in bytes
+ * (for `Content-Length`): the bytes of {@link newJobsAnswer}, without holding them all at once.
+ * For a 32 MiB batch the whole answer was another 32 MiB held next to the request's other copies.
+ */
+export function newJobsAnswerStream(inserted: readonly InsertedJob[]): { bytes: number; stream: Readable } {
+  return streamParts(answerParts(inserted));
+}
+
+/** The parts of an answer as a stream of pieces of about {@link ANSWER_CHUNK_CHARS}. */
+function streamParts({ parts, bytes }: { parts: string[]; bytes: number }): {
+  bytes: number;
+  stream: Readable;
+} {
+  let next = 0;
+  const stream = new Readable({
+    read() {
+      let piece = "";
+      while (next < parts.length && piece.length < ANSWER_CHUNK_CHARS) piece += parts[next++];
+      if (piece !== "") this.push(Buffer.from(piece, "utf8"));
+      if (next >= parts.length) this.push(null);
+    },
+  });
+  return { bytes, stream };
 }

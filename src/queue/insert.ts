@@ -12,28 +12,136 @@ import { jsonArrayType, jsonTextArray, numberArray } from "./sql/params.js";
 import type { Job, JsonValue } from "./types.js";
 import type { NormalizedJobSpec } from "./validate.js";
 
-/** Inserts validated jobs in one statement (all or nothing) and returns them in the given order. */
+/**
+ * Inserts validated jobs (all or nothing; in one statement, or as {@link insertRows} says) and
+ * returns them in the given order.
+ */
 export async function insertJobs(
   db: Queryable,
   schema: string,
   jobs: readonly NormalizedJobSpec[],
+  transactions: TransactionSource | null = null,
 ): Promise<Job[]> {
-  const rows = await insertRows(db, schema, jobs);
+  const rows = await insertRows(db, schema, jobs, transactions);
   return rows.map((row, i) => insertedJob(jobs[i] as NormalizedJobSpec, row));
 }
 
 /**
- * Inserts validated jobs in one statement (all or nothing) and returns the database's part of each
- * (id and times), in the given order.
+ * Most characters of payload JSON one insert statement carries. A batch with more (a 32 MiB POST
+ * /jobs/batch) is inserted by several statements in one transaction, so that its payloads are not
+ * held as one more text of the batch's size, and again as the driver's message, while it is sent:
+ * that was a third of what such a request cost in memory (docs/benchmarks.md, api-memory). Below
+ * it (a 1,000-job batch of small payloads), one statement without a transaction, as before.
+ */
+export const INSERT_STATEMENT_MAX_CHARS = 4 * 1024 * 1024;
+
+/** Where {@link insertRows} can take a connection of its own for a transaction (a pool). */
+export interface TransactionSource {
+  connect(): Promise<Queryable & { release(error?: Error | boolean): void }>;
+}
+
+/**
+ * Inserts validated jobs, all or nothing, and returns the database's part of each (id and times),
+ * in the given order. One statement when the payloads' JSON is at most
+ * {@link INSERT_STATEMENT_MAX_CHARS} long, or when `transactions` is null (the caller's client,
+ * whose transaction state is the caller's); else consecutive slices of the batch, each within that
+ * size, in one transaction on a connection of `transactions`. Errors: whatever the statements
+ * throw (nothing is written then).
  */
 export async function insertRows(
   db: Queryable,
   schema: string,
   jobs: readonly NormalizedJobSpec[],
+  transactions: TransactionSource | null = null,
 ): Promise<InsertedRow[]> {
-  const payloads = jsonTextArray(jobs.map((j) => j.payloadJson));
+  const slices = transactions ? slicesBySize(jobs, INSERT_STATEMENT_MAX_CHARS) : [jobs];
+  if (slices.length === 1 || !transactions) return insertStatement(db, schema, jobs);
+  const client = await transactions.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query("BEGIN");
+    const rows: InsertedRow[] = [];
+    for (const slice of slices) {
+      const payloads = jsonbArrayBytes(slice);
+      for (const row of await insertStatement(client, schema, slice, payloads)) rows.push(row);
+      releaseBytes(payloads);
+    }
+    await client.query("COMMIT");
+    return rows;
+  } catch (error) {
+    await client.query("ROLLBACK").catch((rollback: unknown) => {
+      broken = rollback instanceof Error ? rollback : new Error(String(rollback));
+    });
+    throw error;
+  } finally {
+    // A connection whose rollback failed is in an unknown state: the pool drops it.
+    client.release(broken);
+  }
+}
+
+/** Consecutive slices of `jobs` whose payloads' JSON adds up to at most `maxChars` (at least one job each). */
+function slicesBySize(jobs: readonly NormalizedJobSpec[], maxChars: number): NormalizedJobSpec[][] {
+  const slices: NormalizedJobSpec[][] = [];
+  let slice: NormalizedJobSpec[] = [];
+  let chars = 0;
+  for (const job of jobs) {
+    const length = job.payloadJson.length + 1;
+    if (slice.length > 0 && chars + length > maxChars) {
+      slices.push(slice);
+      slice = [];
+      chars = 0;
+    }
+    slice.push(job);
+    chars += length;
+  }
+  if (slice.length > 0) slices.push(slice);
+  return slices;
+}
+
+/**
+ * The payloads of `jobs` as one JSON array in jsonb's binary format (a version byte, 1, then the
+ * UTF-8 text), in a buffer of its own: sent as it is (node-postgres sends a Buffer parameter in
+ * binary), and freed once sent ({@link releaseBytes}) rather than left to the collector.
+ */
+function jsonbArrayBytes(jobs: readonly NormalizedJobSpec[]): Buffer {
+  let bytes = 3 + Math.max(0, jobs.length - 1);
+  for (const job of jobs) bytes += Buffer.byteLength(job.payloadJson);
+  const out = Buffer.allocUnsafeSlow(bytes);
+  out[0] = 1;
+  let offset = out.write("[", 1, "latin1");
+  offset += 1;
+  jobs.forEach((job, i) => {
+    if (i > 0) offset += out.write(",", offset, "latin1");
+    offset += out.write(job.payloadJson, offset, "utf8");
+  });
+  out.write("]", offset, "latin1");
+  return out;
+}
+
+/**
+ * Frees the memory of `bytes` (a buffer of its own, from `Buffer.allocUnsafeSlow`, no longer
+ * needed) now: its ArrayBuffer is transferred to a short-lived owner that the next minor collection
+ * frees, instead of waiting in the old generation for a full one. `bytes` is empty afterwards.
+ */
+function releaseBytes(bytes: Buffer): void {
+  const { buffer } = bytes;
+  if (bytes.byteOffset !== 0 || buffer.byteLength !== bytes.length) return;
+  structuredClone(buffer, { transfer: [buffer as ArrayBuffer] });
+}
+
+/**
+ * One insert statement of `jobs`; the rows in the given order. The payloads go as `payloads`
+ * ({@link jsonbArrayBytes}) when given, else as one JSON text.
+ */
+async function insertStatement(
+  db: Queryable,
+  schema: string,
+  jobs: readonly NormalizedJobSpec[],
+  payloadBytes?: Buffer,
+): Promise<InsertedRow[]> {
+  const payloads = payloadBytes ?? jsonTextArray(jobs.map((j) => j.payloadJson));
   const { rows } = await db.query<InsertedRow>({
-    ...enqueueJobs(schema, jsonArrayType(payloads)),
+    ...enqueueJobs(schema, typeof payloads === "string" ? jsonArrayType(payloads) : "jsonb"),
     values: [
       jobs.map((j) => j.type),
       payloads,
@@ -51,6 +159,16 @@ export interface InsertedRow {
   id: number;
   run_at_ms: number;
   created_at_ms: number;
+}
+
+/**
+ * A new job as the insert knows it, before it is built into a {@link Job}: the validated spec (its
+ * payload as the JSON text that was stored) and the database's part. Answering with these instead
+ * of jobs spares parsing every payload back (see src/api/job-response.ts `newJobsAnswer`).
+ */
+export interface InsertedJob {
+  spec: NormalizedJobSpec;
+  row: InsertedRow;
 }
 
 /**

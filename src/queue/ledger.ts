@@ -13,7 +13,15 @@ import {
   TaskQueueError,
 } from "../errors.js";
 import { PendingCap, type PendingCaps } from "./capacity.js";
-import { EnqueueBatcher, type InsertedRow, insertedJob, insertJobs, insertRows } from "./insert.js";
+import {
+  EnqueueBatcher,
+  type InsertedJob,
+  type InsertedRow,
+  insertedJob,
+  insertJobs,
+  insertRows,
+  type TransactionSource,
+} from "./insert.js";
 import { integerRangeMessage, LIMITS } from "./job-shape.js";
 import { lockClassFor } from "./lock-class.js";
 import { heldJobLocks } from "./sql/claim.js";
@@ -156,7 +164,7 @@ export class Ledger {
     const jobs = validateBatch(specs, options);
     if (jobs.length === 0) return [];
     if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
-    return insertJobs(options.client ?? this.pool, this.schema, jobs);
+    return insertJobs(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
   }
 
   /**
@@ -171,8 +179,29 @@ export class Ledger {
     const jobs = validateBatch(specs, options);
     if (jobs.length === 0) return [];
     if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
-    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs);
+    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
     return rows.map((row) => row.id);
+  }
+
+  /**
+   * {@link addJobs}, answering each new job as its validated spec and the database's part
+   * ({@link InsertedJob}, in the order given) instead of a built {@link Job}: no payload is parsed
+   * back. For answers written straight from the stored JSON texts (POST /jobs/batch).
+   * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
+   * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs; nothing is written.
+   * @throws {QueueFullError} the batch would pass a pending-jobs cap; nothing is written.
+   */
+  async addInsertedJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<InsertedJob[]> {
+    const jobs = validateBatch(specs, options);
+    if (jobs.length === 0) return [];
+    if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
+    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
+    return rows.map((row, i) => ({ spec: jobs[i] as NormalizedJobSpec, row }));
+  }
+
+  /** Where a large batch may open its own transaction: the pool, unless the caller gave its client. */
+  private transactions(options: EnqueueOptions): TransactionSource | null {
+    return options.client ? null : this.pool;
   }
 
   /** The job with this id, or null. @throws {JobValidationError} if `id` is not a positive integer. */

@@ -9,6 +9,7 @@ import { JobNotFoundError, QueueFullError } from "../../errors.js";
 import { LIMITS } from "../../queue/job-shape.js";
 import type { Ledger } from "../../queue/ledger.js";
 import type { Job, JobSpec } from "../../queue/types.js";
+import { batchAnswer } from "../job-response.js";
 import {
   BatchBody,
   BatchHeaders,
@@ -111,9 +112,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     },
     async (request, reply) => {
       const specs = request.body.jobs.map(toJobSpec);
-      // Serialized here with JSON.stringify, twice as fast as the schema's serializer for 1,000
-      // jobs; Fastify sends a string body with a content type as it is (the cast only tells the
-      // type provider so). Its objects come from toJobResponse, so the shape is BatchResponse's.
+      // Serialized here, not by the schema's serializer (twice as slow for 1,000 jobs); Fastify
+      // sends a string or stream body with a content type as it is (the cast only tells the type
+      // provider so). The jobs' text comes from toJobResponse, so the shape is BatchResponse's.
       try {
         if (prefersMinimalReturn(request.headers.prefer)) {
           const ids = await ledger.addJobIds(specs, { naming: "snake" });
@@ -123,9 +124,15 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
             .header("preference-applied", "return=minimal");
           return reply.send(JSON.stringify({ ids }) as unknown as BatchAnswer);
         }
-        const jobs = await ledger.addJobs(specs, { naming: "snake" });
+        // The answer is written from the stored payload texts, not from jobs parsed back, and
+        // a large one streamed (job-response.ts batchAnswer): the same bytes, without three more
+        // copies of the payloads.
+        const inserted = await ledger.addInsertedJobs(specs, { naming: "snake" });
+        const answer = batchAnswer(inserted);
         reply.code(201).type("application/json; charset=utf-8");
-        return reply.send(JSON.stringify({ jobs: jobs.map(toJobResponse) }) as unknown as BatchAnswer);
+        if (Buffer.isBuffer(answer)) return reply.send(answer as unknown as BatchAnswer);
+        reply.header("content-length", answer.bytes);
+        return reply.send(answer.stream as unknown as BatchAnswer);
       } catch (error) {
         throw withRetryAfter(reply, error);
       }
