@@ -144,10 +144,7 @@ export async function auditLedger(db: pg.Pool, schema: string, options: AuditOpt
     status: string;
     result: unknown;
     errors: { error: string; failed_at: string }[] | null;
-  }>(
-    `SELECT id, status, result, errors FROM ${s}.jobs WHERE id = ANY($1::bigint[])`,
-    [ids],
-  );
+  }>(`SELECT id, status, result, errors FROM ${s}.jobs WHERE id = ANY($1::bigint[])`, [ids]);
   const byId = new Map(found.map((row) => [Number(row.id), row]));
   const lost = ids.filter((id) => !byId.has(id));
   const statusCount = (status: string) => found.filter((row) => row.status === status).length;
