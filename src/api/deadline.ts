@@ -5,6 +5,7 @@
  * pool's connect timeout, statement timeout and query deadline, db/pool.ts); only the wait of the
  * request is cut. A write cut off this way may still commit.
  */
+import { withDeadline as withDeadlineOf } from "../db/pool.js";
 import { DatabaseUnavailableError } from "../errors.js";
 import type { Ledger } from "../queue/ledger.js";
 
@@ -13,23 +14,11 @@ import type { Ledger } from "../queue/ledger.js";
  * `timeoutMs` have passed first. A late rejection of `promise` is swallowed (it was answered).
  */
 export function withDeadline<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      reject(
-        new DatabaseUnavailableError(`the database did not answer within ${timeoutMs / 1000} s (${what})`),
-      );
-    }, timeoutMs);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
+  return withDeadlineOf(
+    promise,
+    timeoutMs,
+    () => new DatabaseUnavailableError(`the database did not answer within ${timeoutMs / 1000} s (${what})`),
+  );
 }
 
 /**
