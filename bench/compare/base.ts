@@ -73,12 +73,13 @@ export abstract class QueueAdapter implements SystemAdapter {
     return runConcurrently(count, inFlight, signal, () => this.insertOne({ i: -1 }));
   }
 
-  async drain(count: number, signal: AbortSignal): Promise<number> {
+  async drain(count: number, signal: AbortSignal, drained?: () => Promise<void>): Promise<number> {
     const countdown = new Countdown(count);
     const started = performance.now();
     await this.start(() => countdown.hit(), "drain");
     try {
       await untilAborted(countdown.done, signal);
+      await drained?.();
     } finally {
       await this.stopWorkers();
     }

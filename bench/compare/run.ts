@@ -1,24 +1,30 @@
 /**
  * `npm run bench:compare`: taskqueue side by side with pg-boss, graphile-worker and BullMQ, on the
- * same PostgreSQL, machine, Node version and job count, one system after another. Each system runs
- * in its own child process (run-system.ts) so that no library's global state touches another's
- * figures, and so that a system that hangs can be killed without losing the others.
+ * same PostgreSQL, machine, Node version and job count: one system after another, or, with
+ * `--interleave`, round-robin pass by pass (schedule.ts). Each system runs in its own child process
+ * (run-system.ts, driven by children.ts) so that no library's global state touches another's
+ * figures, and so that a system that hangs can be killed without losing the others. `--baseline
+ * DIR` adds the taskqueue row on another build's library.
  *
- * Prints one table, taskqueue's ratios to the best peer and to sql-floor, and writes
- * bench/results/compare-latest.json (+ .meta.json). See bench/compare/README.md.
+ * Prints one table, taskqueue's ratios to the best peer, to sql-floor and to the baseline, the
+ * paired per-round ratios of an interleaved run, and writes bench/results/compare-latest.json
+ * (+ .meta.json). See bench/compare/README.md.
  */
-import { type ChildProcess, fork } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { processAlive as alive } from "../../src/db/embedded.js";
+import { buildRevision } from "./build-info.js";
+import { emptyReport, SystemChild } from "./children.js";
 import { HelpRequested, parseOptions, type RunOptions, USAGE } from "./cli.js";
 import { Admin, describe, within } from "./harness.js";
-import type { ChildMessage } from "./run-system.js";
-import { evaluateTargets, figuresTable, notesText, ratioTable, targetsTable } from "./table.js";
-import { blankReport, type ResultRow, type SystemName, type SystemReport } from "./types.js";
+import { commandLine, nodeCommand, shareableArgv } from "./invocation.js";
+import { type PairedRatio, pairedRatios, pairedTable } from "./paired.js";
+import { interleavedSchedule, sequentialSchedule } from "./schedule.js";
+import { CPU_COLUMNS, evaluateTargets, figuresTable, notesText, ratioTable, targetsTable } from "./table.js";
+import { BASELINE, type SystemName, type SystemReport } from "./types.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url)); // dist/bench/compare
 const ROOT = join(HERE, "..", "..", "..");
@@ -26,41 +32,6 @@ const SCHEMA_PREFIX = "bench_cmp_";
 
 const log = (message: string) =>
   process.stderr.write(`[bench:compare ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
-
-/** A report for a system whose child produced nothing. */
-function emptyReport(system: SystemName, reason: string): SystemReport {
-  const report = blankReport(system, "", "?");
-  for (const key of Object.keys(report.row) as (keyof ResultRow)[])
-    if (key !== "system" && key !== "settings") report.missing[key] = { kind: "failed", reason };
-  report.notes.push(reason);
-  return report;
-}
-
-/** Runs one system in a child process; kills it if it outlives every phase's bound. */
-function runChild(system: SystemName, options: RunOptions, runId: string): Promise<SystemReport> {
-  const budgetMs = (9 + 2 * options.repeat) * options.phaseTimeoutMs + 120_000;
-  return new Promise((resolve) => {
-    let latest: SystemReport | null = null;
-    let finished = false;
-    const child: ChildProcess = fork(join(HERE, "run-system.js"), [system, JSON.stringify(options), runId], {
-      stdio: ["ignore", 2, 2, "ipc"],
-    });
-    const killer = setTimeout(() => {
-      log(`${system}: still running after ${budgetMs / 1000} s; killing it`);
-      child.kill("SIGKILL");
-    }, budgetMs);
-    child.on("message", (message: ChildMessage) => {
-      latest = message.report;
-      if (message.type === "done") finished = true;
-    });
-    child.on("exit", (code, signal) => {
-      clearTimeout(killer);
-      const report = latest ?? emptyReport(system, `child exited (${signal ?? code}) before reporting`);
-      if (!finished) report.notes.push(`run cut short: child exited with ${signal ?? code}`);
-      resolve(report);
-    });
-  });
-}
 
 /** Drops schemas of this run (leftovers of a killed child) and of earlier runs whose process is gone. */
 async function dropLeftovers(admin: Admin, runId: string | null): Promise<string[]> {
@@ -118,39 +89,52 @@ function packageVersion(name: string): string {
   }
 }
 
-/** The command line of process `pid` (Linux /proc; words, whether NUL- or space-separated) and its parent. */
-function procInfo(pid: number): { words: string[]; ppid: number } | null {
-  try {
-    const words = readFileSync(`/proc/${pid}/cmdline`, "utf8")
-      .split(/[\0 ]+/)
-      .filter(Boolean);
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-    return { words, ppid };
-  } catch {
-    return null;
-  }
-}
+const loadNow = () => Number(loadavg()[0]?.toFixed(2));
 
 /**
- * How this run was invoked, as a person would retype it: `npm run bench:compare -- <flags>` when an
- * ancestor process is that npm script (npx hides it from the environment), else the node command.
+ * Runs the schedule: forks each system's child at its first command, sends the commands in order,
+ * and drops the run's leftover schemas (and Redis keys) once no child is left alive. Returns the
+ * reports in `options.only` order and, interleaved, the 1-minute load average at each round's start.
  */
-function commandLine(argv: string[]): string {
-  let pid = process.ppid;
-  for (let depth = 0; depth < 8 && pid > 1; depth++) {
-    const info = procInfo(pid);
-    if (!info) break;
-    const at = info.words.indexOf("bench:compare");
-    if (at > 0 && ["run", "run-script"].includes(info.words[at - 1] ?? ""))
-      return `npm run bench:compare${argv.length > 0 ? ` -- ${argv.join(" ")}` : ""}`;
-    pid = info.ppid;
+async function runSchedule(
+  options: RunOptions,
+  runId: string,
+  admin: Admin,
+): Promise<{ reports: SystemReport[]; roundLoads: number[] }> {
+  const steps = options.interleave
+    ? interleavedSchedule(options.only, options.repeat)
+    : sequentialSchedule(options.only, options.repeat);
+  const children = new Map<SystemName, SystemChild>();
+  const roundLoads: number[] = [];
+  let redisCleaned = false;
+  if (options.interleave) log(`== setup and warm-up of ${options.only.join(", ")}`);
+  for (const { system, command } of steps) {
+    if (options.interleave && command.kind === "pass" && command.round > roundLoads.length) {
+      roundLoads.push(loadNow());
+      log(`== round ${command.round}/${command.of}, load average ${roundLoads.at(-1)}`);
+    }
+    let child = children.get(system);
+    if (!child) {
+      if (!options.interleave) log(`== ${system}`);
+      child = new SystemChild(system, options, runId, log);
+      children.set(system, child);
+    }
+    if (!child.alive && command.kind !== "teardown") continue;
+    await child.run(command);
+    if (command.kind !== "teardown" && child.alive) continue;
+    await child.exited;
+    if ([...children.values()].some((c) => c.alive)) continue;
+    const leftovers = await dropLeftovers(admin, runId).catch(() => []);
+    if (leftovers.length > 0) log(`dropped leftover schemas: ${leftovers.join(", ")}`);
+    if (children.has("bullmq-redis") && !redisCleaned) {
+      redisCleaned = true;
+      await redisHousekeeping(options.redisUrl, runId);
+    }
   }
-  return nodeCommand(argv);
-}
-
-function nodeCommand(argv: string[]): string {
-  return ["node", relative(process.cwd(), fileURLToPath(import.meta.url)), ...argv].join(" ");
+  const reports = options.only.map(
+    (system) => children.get(system)?.finalReport() ?? emptyReport(system, "the system never started"),
+  );
+  return { reports, roundLoads };
 }
 
 async function main(): Promise<number> {
@@ -188,21 +172,27 @@ async function main(): Promise<number> {
       `${cpuList.length} × ${cpuList[0]?.model ?? "?"}; ${options.jobs} jobs; systems: ${options.only.join(", ")}`,
   );
 
-  const reports: SystemReport[] = [];
-  for (const system of options.only) {
-    log(`== ${system}`);
-    const report = await runChild(system, options, runId);
-    reports.push(report);
-    const leftovers = await dropLeftovers(admin, runId).catch(() => []);
-    if (leftovers.length > 0) log(`dropped leftover schemas: ${leftovers.join(", ")}`);
-    if (system === "bullmq-redis") await redisHousekeeping(options.redisUrl, runId);
-  }
+  const ownRevision = buildRevision(ROOT);
+  const baselineRevision = options.baseline ? buildRevision(options.baseline) : null;
+  if (options.baseline)
+    log(
+      `${BASELINE}: the taskqueue row on the library of ${relative(process.cwd(), options.baseline) || "."} ` +
+        `(${baselineRevision}); this build is ${ownRevision}` +
+        (options.interleave ? "" : "; add --interleave for paired ratios"),
+    );
+  const { reports, roundLoads } = await runSchedule(options, runId, admin);
   await admin.end();
 
+  const paired: PairedRatio[] = options.interleave
+    ? [...pairedRatios(reports, "taskqueue"), ...pairedRatios(reports, "taskqueue-http")]
+    : [];
+  const pairedMedian = (ours: SystemName, against: SystemName, figure: string) =>
+    paired.find((p) => p.ours === ours && p.against === against && p.figure === figure)?.median ?? null;
   const legend =
     "↑ higher is better, ↓ lower is better. n/a: not applicable to the system; FAILED: failed or timed out " +
     "(see notes); * value by construction, not measured (see notes).";
-  const targets = evaluateTargets(reports);
+  const targets = evaluateTargets(reports, options.interleave ? pairedMedian : undefined);
+  const ofRepeat = options.interleave ? `median of ${options.repeat} rounds` : `median of ${options.repeat}`;
   const output = [
     "",
     `taskqueue vs peers — ${options.jobs.toLocaleString("en-US")} jobs, node ${process.version}, ` +
@@ -213,17 +203,30 @@ async function main(): Promise<number> {
     "",
     figuresTable(reports),
     "",
+    "CPU time per job, µs: the system's processes and the PostgreSQL backends serving them, over the timed " +
+      "call (the drain: from the workers' start to their stop); other load on the machine does not inflate it " +
+      "as it does the rates (bench/compare/README.md):",
+    "",
+    figuresTable(reports, CPU_COLUMNS, false),
+    "",
     legend,
-    `(a) bulk enqueue, batches of 1,000, median of ${options.repeat} · (b) single enqueue, 50 in flight · (c) drain of pre-enqueued noop jobs ` +
-      `(2.5 s rest after the enqueue, untimed), median of ${options.repeat} · (d) idle pickup after 20 warm-up jobs, ` +
-      `${options.pickupSamples} samples every ${options.intervalMs} ms · (e) median pickup (${options.claimSamples} samples) ` +
+    `(a) bulk enqueue, batches of 1,000, ${ofRepeat} · (b) single enqueue, 50 in flight${options.interleave ? `, ${ofRepeat}` : ""} · ` +
+      `(c) drain of pre-enqueued noop jobs (2.5 s rest after the enqueue, untimed), ${ofRepeat} · (d) idle pickup after 20 warm-up jobs, ` +
+      `${options.pickupSamples} samples every ${options.intervalMs} ms${options.interleave ? `, p50 and p99 each the ${ofRepeat}` : ""} · ` +
+      `(e) median pickup (${options.claimSamples} samples) ` +
       `with ${options.finishedRows.toLocaleString("en-US")} finished jobs ÷ mean of the empty-table medians before and after. ` +
-      "Before each measured phase every table of the system is VACUUM ANALYZEd (autovacuum's work; it may be off on the server).",
+      "Before each measured phase every table of the system is VACUUM ANALYZEd (autovacuum's work; it may be off on the server)." +
+      (options.interleave
+        ? ` Interleaved: round r ran pass r of (a), (b), (c), (d) of every system, phase by phase, the systems' order reversed every other round; 1-minute load average at each round's start: ${roundLoads.join(", ")}.`
+        : ""),
     "",
     "taskqueue ÷ best PostgreSQL peer (among pg-boss, pg-boss-batch, graphile-worker, bullmq; for the drain, " +
       "among the per-job ones: pg-boss, graphile-worker, bullmq), ÷ sql-floor" +
       (reports.some((r) => r.row.system === "bullmq-redis") ? ", ÷ bullmq-redis (Redis reference)" : "") +
-      ":",
+      (options.baseline
+        ? `, ÷ ${BASELINE} (the library of ${baselineRevision}; this build: ${ownRevision})`
+        : "") +
+      `; ratios of the figures above${options.interleave ? " (the paired ratios below are the ones to read)" : ""}:`,
     "",
     ratioTable(reports),
     ...(reports.some((r) => r.row.system === "taskqueue-2-sessions")
@@ -234,8 +237,20 @@ async function main(): Promise<number> {
           ratioTable(reports, "taskqueue-2-sessions"),
         ]
       : []),
+    ...(options.interleave
+      ? [
+          "",
+          `Paired ratios: taskqueue ÷ each system, round by round (${options.repeat} rounds; in a round the systems' ` +
+            "passes of a figure ran back to back): the median of the rounds' ratios; the interval that holds the " +
+            "true median ratio with the probability in brackets if rounds are independent (order statistics, " +
+            "the sign test's: min–max up to 8 rounds); min–max and the spread (the larger distance of min or max " +
+            "from the median). Reading: better or worse when the interval is on one side of 1.00, else not resolved:",
+          "",
+          pairedTable(paired.filter((p) => p.ours === "taskqueue")),
+        ]
+      : []),
     "",
-    "Targets of the performance issue (ratios within this run; a missed one says by how much):",
+    `Targets of the performance issue (ratios within this run${options.interleave ? ": medians of the paired ratios" : ""}; a missed one says by how much):`,
     "",
     targetsTable(targets),
     "",
@@ -256,8 +271,9 @@ async function main(): Promise<number> {
     )}\n`,
   );
   const meta = {
-    command: commandLine(argv),
-    node_command: nodeCommand(argv),
+    command: commandLine(shareableArgv(argv)),
+    node_command: nodeCommand(shareableArgv(argv)),
+    build: ownRevision,
     date: started.toISOString(),
     finished: new Date().toISOString(),
     node: process.version,
@@ -281,7 +297,12 @@ async function main(): Promise<number> {
       single_in_flight: options.inFlight,
       bulk_batch: 1000,
       phase_timeout_s: options.phaseTimeoutMs / 1000,
+      interleave: options.interleave,
+      baseline: options.baseline
+        ? { dir: shareableArgv(["--baseline", options.baseline])[1], revision: baselineRevision }
+        : null,
     },
+    ...(options.interleave ? { round_load_average_1m: roundLoads } : {}),
     versions: {
       "pg-boss": packageVersion("pg-boss"),
       "graphile-worker": packageVersion("graphile-worker"),
@@ -290,6 +311,25 @@ async function main(): Promise<number> {
       pg: packageVersion("pg"),
     },
     targets,
+    ...(options.interleave
+      ? {
+          paired: paired.map((p) => ({
+            ours: p.ours,
+            against: p.against,
+            figure: p.figure,
+            rounds: p.n,
+            median: p.median === null ? null : Number(p.median.toFixed(4)),
+            min: p.min === null ? null : Number(p.min.toFixed(4)),
+            max: p.max === null ? null : Number(p.max.toFixed(4)),
+            per_round: p.perRound.map((v) => (v === null ? null : Number(v.toFixed(4)))),
+            interval: p.interval && {
+              low: Number(p.interval.low.toFixed(4)),
+              high: Number(p.interval.high.toFixed(4)),
+              coverage: Number(p.interval.coverage.toFixed(4)),
+            },
+          })),
+        }
+      : {}),
     systems: Object.fromEntries(
       reports.map((r) => [
         r.row.system,
@@ -299,6 +339,7 @@ async function main(): Promise<number> {
           missing: r.missing,
           bulk_runs_per_s: r.bulkRuns,
           drain_runs_per_s: r.drainRuns,
+          rounds: r.rounds,
           claim: r.claim,
           notes: r.notes,
         },

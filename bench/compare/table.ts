@@ -2,9 +2,17 @@
  * The printed comparison: one table with every system's figures, then taskqueue's ratio to the
  * best PostgreSQL peer per column (naming it), to sql-floor, and to the bullmq-redis reference.
  */
-import { PEERS, PER_JOB_PEERS, type ResultRow, type SystemName, type SystemReport } from "./types.js";
+import {
+  BASELINE,
+  PEERS,
+  PER_JOB_PEERS,
+  type ResultRow,
+  type RoundFigures,
+  type SystemName,
+  type SystemReport,
+} from "./types.js";
 
-type Column = {
+export type Column = {
   key: Exclude<keyof ResultRow, "system" | "settings">;
   title: string;
   /** Which way is better. */
@@ -24,18 +32,31 @@ export const COLUMNS: Column[] = [
   { key: "claim_latency_ratio_1m", title: "1M/empty", better: "lower", digits: 2 },
 ];
 
-const number = (value: number, digits: number) =>
+/**
+ * CPU time per job of the enqueue and drain passes (cpu.ts): the work a system's processes and
+ * their PostgreSQL backends did, which other load on the machine does not inflate as it does the
+ * wall-clock rates.
+ */
+export const CPU_COLUMNS: Column[] = [
+  { key: "enqueue_bulk_cpu_us_per_job", title: "bulk CPU µs/job", better: "lower", digits: 2 },
+  { key: "enqueue_single_cpu_us_per_job", title: "single CPU µs/job", better: "lower", digits: 2 },
+  { key: "drain_cpu_us_per_job", title: "drain CPU µs/job", better: "lower", digits: 2 },
+];
+
+/** `value` with `digits` decimals and thousands separators (en-US). */
+export const numberText = (value: number, digits: number) =>
   value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
 function cell(report: SystemReport, column: Column): string {
   const value = report.row[column.key];
   const missing = report.missing[column.key];
   if (value === null) return missing?.kind === "n/a" ? "n/a" : "FAILED";
-  const text = number(value, column.digits);
+  const text = numberText(value, column.digits);
   return missing?.kind === "n/a" ? `${text}*` : text;
 }
 
-function render(rows: string[][], alignRight: boolean[]): string {
+/** Rows as aligned text columns, the first row a header underlined with dashes. */
+export function render(rows: string[][], alignRight: boolean[]): string {
   const widths = rows[0]?.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length))) ?? [];
   const line = (r: string[]) =>
     r
@@ -46,15 +67,15 @@ function render(rows: string[][], alignRight: boolean[]): string {
   return [line(rows[0] ?? []), rule, ...rows.slice(1).map(line)].join("\n");
 }
 
-/** The main table: one row per system. */
-export function figuresTable(reports: SystemReport[]): string {
-  const header = [
-    "system",
-    ...COLUMNS.map((c) => `${c.title} ${c.better === "higher" ? "↑" : "↓"}`),
-    "settings",
-  ];
-  const rows = reports.map((r) => [r.row.system, ...COLUMNS.map((c) => cell(r, c)), r.row.settings]);
-  return render([header, ...rows], [false, ...COLUMNS.map(() => true), false]);
+/** The main table: one row per system, `columns` (default the headline figures) and the settings. */
+export function figuresTable(reports: SystemReport[], columns: Column[] = COLUMNS, settings = true): string {
+  const header = ["system", ...columns.map((c) => `${c.title} ${c.better === "higher" ? "↑" : "↓"}`)];
+  const rows = reports.map((r) => [r.row.system, ...columns.map((c) => cell(r, c))]);
+  if (settings) {
+    header.push("settings");
+    for (const [i, r] of reports.entries()) rows[i]?.push(r.row.settings);
+  }
+  return render([header, ...rows], [false, ...columns.map(() => true), false]);
 }
 
 /** The best of `candidates` in a column (skipping n/a-by-construction values), or null. */
@@ -75,16 +96,20 @@ function ratioText(ours: number | null, theirs: number | null, column: Column): 
   const ratio = ours / theirs;
   const ahead = column.better === "higher" ? ratio > 1 : ratio < 1;
   const verdict = Math.abs(ratio - 1) < 0.005 ? "even" : ahead ? "better" : "worse";
-  return `${number(ratio, 2)}× (${verdict})`;
+  return `${numberText(ratio, 2)}× (${verdict})`;
 }
 
-/** `system` (a taskqueue row) ÷ best peer, ÷ sql-floor and ÷ bullmq-redis, per column. */
+/**
+ * `system` (a taskqueue row) ÷ best peer, ÷ sql-floor, ÷ bullmq-redis and, for the taskqueue row
+ * of a run with `--baseline`, ÷ taskqueue-baseline, per column: ratios of the rows' figures.
+ */
 export function ratioTable(reports: SystemReport[], system: SystemName = "taskqueue"): string {
   const byName = new Map(reports.map((r) => [r.row.system, r]));
   const ours = byName.get(system);
   if (!ours) return `(${system} did not run: no ratios)`;
   const floor = byName.get("sql-floor");
   const redis = byName.get("bullmq-redis");
+  const baseline = system === "taskqueue" ? byName.get(BASELINE) : undefined;
   const header = [
     "column",
     system,
@@ -95,30 +120,34 @@ export function ratioTable(reports: SystemReport[], system: SystemName = "taskqu
     "÷ sql-floor",
   ];
   if (redis) header.push("bullmq-redis", "÷ bullmq-redis");
+  if (baseline) header.push(BASELINE, `÷ ${BASELINE}`);
   const rows: string[][] = [header];
-  for (const column of COLUMNS) {
+  const value = (report: SystemReport | undefined, column: Column) =>
+    report && !report.missing[column.key] ? report.row[column.key] : null;
+  for (const column of [...COLUMNS, ...CPU_COLUMNS]) {
     const mine = ours.missing[column.key] ? null : ours.row[column.key];
     const peer = best(byName, column.peers ?? PEERS, column);
     const floorValue = floor && !floor.missing[column.key] ? floor.row[column.key] : null;
     const row = [
       column.title,
-      mine === null ? "—" : number(mine, column.digits),
+      mine === null ? "—" : numberText(mine, column.digits),
       peer?.system ?? "—",
-      peer ? number(peer.value, column.digits) : "—",
+      peer ? numberText(peer.value, column.digits) : "—",
       ratioText(mine, peer?.value ?? null, column),
-      floorValue === null ? "—" : number(floorValue, column.digits),
+      floorValue === null ? "—" : numberText(floorValue, column.digits),
       ratioText(mine, floorValue, column),
     ];
-    if (redis) {
-      const redisValue = redis.missing[column.key] ? null : redis.row[column.key];
+    for (const other of [redis, baseline]) {
+      if (!other) continue;
+      const otherValue = value(other, column);
       row.push(
-        redisValue === null ? "—" : number(redisValue, column.digits),
-        ratioText(mine, redisValue, column),
+        otherValue === null ? "—" : numberText(otherValue, column.digits),
+        ratioText(mine, otherValue, column),
       );
     }
     rows.push(row);
   }
-  return render(rows, [false, true, false, true, true, true, true, true, true]);
+  return render(rows, [false, true, false, ...Array<boolean>(header.length - 3).fill(true)]);
 }
 
 /** Why figures are missing, drain repeats, (e) details and each system's notes. */
@@ -133,9 +162,18 @@ export function notesText(reports: SystemReport[]): string {
     }
     for (const [reason, fields] of reasons) items.push(`${fields.join(", ")} ${reason}`);
     if (r.bulkRuns.length > 1)
-      items.push(`bulk enqueue runs: ${r.bulkRuns.map((v) => number(v, 0)).join(", ")} jobs/s`);
+      items.push(`bulk enqueue runs: ${r.bulkRuns.map((v) => numberText(v, 0)).join(", ")} jobs/s`);
     if (r.drainRuns.length > 1)
-      items.push(`drain runs: ${r.drainRuns.map((v) => number(v, 0)).join(", ")} jobs/s`);
+      items.push(`drain runs: ${r.drainRuns.map((v) => numberText(v, 0)).join(", ")} jobs/s`);
+    const byRound = (key: keyof RoundFigures, digits: number) =>
+      r.rounds.map((f) => (typeof f[key] === "number" ? numberText(f[key], digits) : "—"));
+    if (r.rounds.filter((f) => f.enqueue_single_per_s !== undefined).length > 1)
+      items.push(`single enqueue runs: ${byRound("enqueue_single_per_s", 0).join(", ")} jobs/s`);
+    if (r.rounds.filter((f) => f.pickup_p50_ms !== undefined).length > 1) {
+      const p99 = byRound("pickup_p99_ms", 2);
+      const pairs = byRound("pickup_p50_ms", 2).map((p50, i) => `${p50}/${p99[i]}`);
+      items.push(`pickup p50/p99 runs: ${pairs.join(", ")} ms`);
+    }
     const c = r.claim;
     if (c.emptyBeforeMs !== null || c.seededMedianMs !== null)
       items.push(
@@ -238,8 +276,18 @@ const TARGETS: TargetSpec[] = [
   },
 ];
 
-/** Evaluates every target of the performance issue on this run's reports. */
-export function evaluateTargets(reports: SystemReport[]): TargetResult[] {
+/**
+ * A ratio of two rows on one figure measured in another way than as the ratio of the rows'
+ * figures (the median of an interleaved run's per-round ratios), or null where there is none.
+ */
+export type RatioLookup = (ours: SystemName, against: SystemName, figure: Column["key"]) => number | null;
+
+/**
+ * Evaluates every target of the performance issue on this run's reports. A ratio target is
+ * `pairedRatio` of the two rows where it gives one (an interleaved run), else the ratio of the
+ * rows' figures; the best peer is chosen by the rows' figures either way.
+ */
+export function evaluateTargets(reports: SystemReport[], pairedRatio?: RatioLookup): TargetResult[] {
   const byName = new Map(reports.map((r) => [r.row.system, r]));
   return TARGETS.map((spec) => {
     const column = COLUMNS.find((c) => c.key === spec.column) as Column;
@@ -248,14 +296,15 @@ export function evaluateTargets(reports: SystemReport[]): TargetResult[] {
     let measured: number | null = null;
     if (value !== null && spec.against === "value") measured = value;
     else if (value !== null) {
+      const floor = byName.get("sql-floor");
       const other =
         spec.against === "peer"
-          ? (best(byName, column.peers ?? PEERS, column)?.value ?? null)
-          : (() => {
-              const floor = byName.get("sql-floor");
-              return floor && !floor.missing[spec.column] ? floor.row[spec.column] : null;
-            })();
-      measured = other ? value / other : null;
+          ? best(byName, column.peers ?? PEERS, column)
+          : floor && !floor.missing[spec.column] && floor.row[spec.column] !== null
+            ? { system: floor.row.system, value: floor.row[spec.column] as number }
+            : null;
+      const paired = other ? (pairedRatio?.(spec.system, other.system, spec.column) ?? null) : null;
+      measured = paired ?? (other?.value ? value / other.value : null);
     }
     const unit = spec.column.endsWith("_ms") ? "ms" : "×";
     // Ratios and (e) are "at least"/"at most" bounds; pickup times are "under".
@@ -282,12 +331,12 @@ export function evaluateTargets(reports: SystemReport[]): TargetResult[] {
 export function targetsTable(results: TargetResult[]): string {
   const rows = results.map((r) => [
     r.target,
-    r.measured === null ? "—" : `${number(r.measured, 2)}${r.unit === "ms" ? " ms" : "×"}`,
+    r.measured === null ? "—" : `${numberText(r.measured, 2)}${r.unit === "ms" ? " ms" : "×"}`,
     r.met === null
       ? "not measured in this run"
       : r.met
-        ? `met (${number(Math.abs(r.margin ?? 0) * 100, 1)} % margin)`
-        : `MISSED by ${number(Math.abs(r.margin ?? 0) * 100, 1)} %`,
+        ? `met (${numberText(Math.abs(r.margin ?? 0) * 100, 1)} % margin)`
+        : `MISSED by ${numberText(Math.abs(r.margin ?? 0) * 100, 1)} %`,
   ]);
   return render([["target", "measured", "verdict"], ...rows], [false, true, false]);
 }

@@ -8,6 +8,7 @@ import type { Admin } from "./harness.js";
 /** Rows of the comparison, in the order they run and print. */
 export const SYSTEMS = [
   "taskqueue",
+  "taskqueue-baseline",
   "taskqueue-2-sessions",
   "taskqueue-http",
   "pg-boss",
@@ -18,6 +19,15 @@ export const SYSTEMS = [
   "sql-floor",
 ] as const;
 export type SystemName = (typeof SYSTEMS)[number];
+
+/**
+ * The row `--baseline DIR` adds: the `taskqueue` row's adapter on the library of another build
+ * (`DIR/dist/src/index.js`). Not a choice of `--only`.
+ */
+export const BASELINE: SystemName = "taskqueue-baseline";
+
+/** The systems `--only` accepts (default: all of them). */
+export const SELECTABLE: readonly SystemName[] = SYSTEMS.filter((s) => s !== BASELINE);
 
 /** The peers taskqueue is compared with ("best peer" is taken among these). */
 export const PEERS: readonly SystemName[] = ["pg-boss", "pg-boss-batch", "graphile-worker", "bullmq"];
@@ -42,6 +52,8 @@ export interface BenchContext {
   redisUrl: string;
   /** Unique per run (contains the pid): prefixes schemas, queue names and Redis keys. */
   runId: string;
+  /** `--baseline DIR`: the other build's checkout (absolute), whose library the baseline row loads; or null. */
+  baselineDir: string | null;
   /** The admin connection (schema drops, seeds). */
   admin: Admin;
   /** Progress lines (stderr). */
@@ -70,6 +82,10 @@ export interface SystemAdapter {
   readonly unsupported: Partial<Record<Phase, string>>;
   /** Remarks collected while running, printed under the table. */
   readonly notes: string[];
+  /** Why the CPU figures are not measured (e.g. the work is done by a server not counted); absent: measured. */
+  readonly cpuUnsupported?: string;
+  /** Processes of the system besides the child's own (a server it started), for the CPU figures. */
+  processIds?(): number[];
 
   /** Creates a fresh schema (or key prefix) and everything the system needs in it. */
   setup(): Promise<void>;
@@ -79,9 +95,11 @@ export interface SystemAdapter {
   enqueueSingle(count: number, inFlight: number, signal: AbortSignal): Promise<void>;
   /**
    * Starts the workers on `count` jobs already enqueued and resolves with the milliseconds from
-   * just before the start to the last handler call. Workers are stopped before it resolves.
+   * just before the start to the last handler call. Workers are stopped before it resolves;
+   * `drained`, if given, is awaited once every job was handled, before they stop (the CPU reading:
+   * stopping closes connections whose backends' CPU time would be lost).
    */
-  drain(count: number, signal: AbortSignal): Promise<number>;
+  drain(count: number, signal: AbortSignal, drained?: () => Promise<void>): Promise<number>;
   /**
    * With a worker started and idle, enqueues one job every `intervalMs` (`samples` of them) and
    * returns, per job, handler start − the instant just before its enqueue call.
@@ -107,7 +125,23 @@ export interface ResultRow {
   pickup_p50_ms: number | null;
   pickup_p99_ms: number | null;
   claim_latency_ratio_1m: number | null;
+  /**
+   * CPU time per job of (a), (b) and (c), µs: the system's processes and the PostgreSQL backends
+   * serving them, over the timed call (cpu.ts); for (c) from the workers' start to their stop.
+   */
+  enqueue_bulk_cpu_us_per_job: number | null;
+  enqueue_single_cpu_us_per_job: number | null;
+  drain_cpu_us_per_job: number | null;
 }
+
+/** The figures measured once per pass, so once per round when passes are interleaved. */
+export type RoundFigure = Exclude<keyof ResultRow, "system" | "settings" | "claim_latency_ratio_1m">;
+
+/**
+ * One round's figures of one system: round r holds pass r of (a) and (c), and, interleaved, of (b)
+ * and (d) too (run once otherwise: round 1). null: the pass failed or timed out; absent: not run.
+ */
+export type RoundFigures = Partial<Record<RoundFigure, number | null>>;
 
 /** Why a figure is missing: not applicable to this system, or failed / timed out. */
 export type Missing = { kind: "n/a"; reason: string } | { kind: "failed"; reason: string };
@@ -121,6 +155,8 @@ export interface SystemReport {
   bulkRuns: number[];
   /** Drain rate of each repeat, jobs/s. */
   drainRuns: number[];
+  /** Figures by round (index 0 = round 1), for the paired ratios of an interleaved run. */
+  rounds: RoundFigures[];
   /** Phase (e): median pickup ms on the empty table before, with the finished rows, and after. */
   claim: {
     emptyBeforeMs: number | null;
@@ -145,11 +181,15 @@ export function blankReport(system: SystemName, settings: string, backend: strin
       pickup_p50_ms: null,
       pickup_p99_ms: null,
       claim_latency_ratio_1m: null,
+      enqueue_bulk_cpu_us_per_job: null,
+      enqueue_single_cpu_us_per_job: null,
+      drain_cpu_us_per_job: null,
     },
     backend,
     missing: {},
     bulkRuns: [],
     drainRuns: [],
+    rounds: [],
     claim: {
       emptyBeforeMs: null,
       seededMedianMs: null,

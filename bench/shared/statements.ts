@@ -49,3 +49,38 @@ export const serverVersion: Statement = {
 /** Drops a benchmark schema and everything in it (simple-protocol text, not a prepared statement). */
 export const dropSchema = (schema: string): string =>
   statement(schema, "bench_drop_schema", `DROP SCHEMA IF EXISTS $S CASCADE`).text;
+
+/**
+ * Finished history for `npm run bench:retention`: $1 `done` jobs of type `history`, created $2
+ * seconds ago and completed $3 seconds ago, inserted in one statement (the insert trigger counts
+ * them, as any insert). Returns `{inserted}`.
+ */
+export const insertHistory = (schema: string): Statement =>
+  statement(
+    schema,
+    "bench_insert_history",
+    `WITH inserted AS (
+       INSERT INTO $S.jobs (type, status, created_at, run_at, started_at, completed_at, result)
+       SELECT 'history', 'done', now() - make_interval(secs => $2::float8), now() - make_interval(secs => $2::float8),
+              now() - make_interval(secs => $3::float8), now() - make_interval(secs => $3::float8), 'null'::jsonb
+       FROM generate_series(1, $1::int)
+       RETURNING 1
+     )
+     SELECT count(*)::int AS inserted FROM inserted`,
+  );
+
+/** How many `history` jobs are left (`npm run bench:retention`): one row, `left`. */
+export const historyLeft = (schema: string): Statement =>
+  statement(schema, "bench_history_left", `SELECT count(*)::int AS left FROM $S.jobs WHERE type = 'history'`);
+
+/**
+ * Whether some session holds the pruning lock of this schema (lock class $1, objid −2: a pruning
+ * pass runs). One row, `pruning`.
+ */
+export const pruningLockHeld = (schema: string): Statement =>
+  statement(
+    schema,
+    "bench_pruning_lock_held",
+    `SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted
+       AND classid = ($1::int4::bigint & 4294967295)::oid AND objid = 4294967294) AS pruning`,
+  );

@@ -41,7 +41,7 @@ export interface BenchSystem {
   machine: MachineInfo;
   /** Starts worker processes on this schema; {@link BenchSystem.close} stops them. */
   startWorkers(
-    options: Pick<WorkerProcessOptions, "count" | "concurrency" | "prefetch">,
+    options: Pick<WorkerProcessOptions, "count" | "concurrency" | "prefetch" | "env">,
   ): Promise<WorkerProcesses>;
   /**
    * Closes the API, stops the workers (gracefully), drops the schema, closes the pool and stops

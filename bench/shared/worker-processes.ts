@@ -22,6 +22,8 @@ export interface WorkerProcessOptions {
   notifyChannel: string;
   /** Give up when a process has not logged "worker started" within this. Default 30 s. */
   startTimeoutMs?: number;
+  /** More environment variables of the processes (e.g. `RETAIN_DONE_SECONDS`). */
+  env?: Record<string, string>;
 }
 
 /** Running worker processes. */
@@ -63,6 +65,7 @@ export async function startWorkerProcesses(options: WorkerProcessOptions): Promi
     LOG_LEVEL: "info",
     // Jobs are all final when the benchmark stops the workers; a stuck one should not hold it up.
     SHUTDOWN_GRACE_SECONDS: "5",
+    ...options.env,
   };
   if (options.prefetch !== undefined) env.WORKER_PREFETCH = String(options.prefetch);
   const warnings: string[] = [];

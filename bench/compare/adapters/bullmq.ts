@@ -46,6 +46,7 @@ export class BullMqAdapter extends QueueAdapter {
   readonly system;
   readonly settings;
   readonly backend;
+  readonly cpuUnsupported?: string;
   private readonly schema: string;
   private readonly prefix: string;
   private queue: BullQueue | null = null;
@@ -57,6 +58,7 @@ export class BullMqAdapter extends QueueAdapter {
     super(ctx);
     this.system = redis ? ("bullmq-redis" as const) : ("bullmq" as const);
     this.backend = redis ? `Redis ${ctx.redisUrl}` : "PostgreSQL";
+    if (redis) this.cpuUnsupported = "n/a — the Redis server's CPU time is not counted";
     this.settings = redis
       ? `Redis backend, Worker concurrency 100, key prefix per run`
       : `PostgreSQL backend, Worker concurrency 100; pool ${PG_POOL_MAX} per Queue/Worker`;

@@ -8,6 +8,9 @@ export async function createAdapter(system: SystemName, ctx: BenchContext): Prom
   switch (system) {
     case "taskqueue":
       return new (await import("./taskqueue.js")).TaskQueueAdapter(ctx);
+    case "taskqueue-baseline":
+      if (!ctx.baselineDir) throw new Error("taskqueue-baseline runs only with --baseline DIR");
+      return new (await import("./taskqueue.js")).TaskQueueAdapter(ctx, 1, ctx.baselineDir);
     case "taskqueue-2-sessions":
       return new (await import("./taskqueue.js")).TaskQueueAdapter(ctx, 2);
     case "taskqueue-http":

@@ -110,7 +110,7 @@ export class SqlFloorAdapter extends QueueAdapter {
   }
 
   /** The floor's drain: claim/complete rounds until `count` jobs are done; no worker machinery. */
-  override async drain(count: number, signal: AbortSignal): Promise<number> {
+  override async drain(count: number, signal: AbortSignal, drained?: () => Promise<void>): Promise<number> {
     const started = performance.now();
     let done = 0;
     let lastAt = started;
@@ -124,6 +124,7 @@ export class SqlFloorAdapter extends QueueAdapter {
       done += n;
       lastAt = performance.now();
     }
+    await drained?.();
     return lastAt - started;
   }
 

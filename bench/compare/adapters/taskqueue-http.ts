@@ -128,6 +128,11 @@ export class TaskQueueHttpAdapter extends QueueAdapter {
     return this.post("/jobs", { type: "noop", payload });
   }
 
+  /** The `taskqueue api` process: its CPU time and its backends' count in the CPU figures. */
+  processIds(): number[] {
+    return this.server?.pid === undefined ? [] : [this.server.pid];
+  }
+
   protected startWorkers(): Promise<StopWorkers> {
     return Promise.reject(new Error(ENQUEUE_ONLY));
   }
