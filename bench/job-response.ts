@@ -21,6 +21,7 @@ const jobs: Job[] = Array.from({ length: JOBS }, (_, i) =>
     maxRetries: 3,
     runAt: new Date(now),
     createdAt: new Date(now),
+    idempotencyKey: null,
   }),
 );
 

@@ -51,6 +51,12 @@ export interface ResolvedConfig {
   statementTimeoutSeconds: number;
   /** Deadline of a heartbeat, claim, unlock or ping; missed, the session is lost. Default 5 s. */
   heartbeatTimeoutSeconds: number;
+  /**
+   * Deadline of a whole `migrate` run (its transaction's `statement_timeout`, and the client's
+   * wait): rebuilding an index of a large jobs table, or waiting for another process's migration,
+   * may take far longer than a statement. Default 3600 s.
+   */
+  migrationTimeoutSeconds: number;
   /** Connections of the shared pool (and of the service's own API pool). Default 10. */
   poolSize: number;
   /** The API answers 503 when a database call of a request takes longer. Default 4 s. */
@@ -69,6 +75,20 @@ export interface ResolvedConfig {
   maxPendingJobsPerType: number;
   /** Request-body bytes the API holds at once; past it, 503 before reading. Default 64 MiB; 0: none. */
   apiMaxInflightBodyBytes: number;
+  /**
+   * Enqueue only jobs of these types (`POST /jobs` answers 422 naming `type` for any other, and the
+   * library's enqueue throws `JobValidationError`). From the environment: comma-separated. Default:
+   * any type.
+   */
+  allowedJobTypes: string[] | undefined;
+  /** How long a job holds its idempotency key after it was created; 0: while the job exists. Default 86400 s. */
+  idempotencyWindowSeconds: number;
+  /** Done and cancelled jobs are deleted this long after they finished; 0: kept for ever. Default 604800 s (7 days). */
+  retainDoneSeconds: number;
+  /** Dead jobs and their dead-letter entries are deleted this long after they died; 0: kept for ever. Default 2592000 s (30 days). */
+  retainDeadSeconds: number;
+  /** A worker process that runs the reaper starts a pruning pass this often (one process at a time). Default 60 s. */
+  pruneIntervalSeconds: number;
   /** Log level. Default `"info"`. */
   logLevel: LogLevel;
 }
@@ -223,6 +243,13 @@ export const CONFIG_SCHEMA = Type.Object({
     0.01,
     600,
   ),
+  migrationTimeoutSeconds: seconds(
+    "MIGRATION_TIMEOUT_SECONDS",
+    3600,
+    "Deadline of each statement of a migration run",
+    0.001,
+    86_400,
+  ),
   poolSize: Type.Integer({
     env: "POOL_SIZE",
     default: 10,
@@ -257,6 +284,43 @@ export const CONFIG_SCHEMA = Type.Object({
     64 * 1024 * 1024,
     2 ** 40,
     "Request-body bytes the API holds at once (503 past it). Default 67108864 (64 MiB); 0: none.",
+  ),
+  allowedJobTypes: Type.Optional(
+    Type.Array(Type.String({ minLength: 1, maxLength: 200 }), {
+      env: "ALLOWED_JOB_TYPES",
+      minItems: 1,
+      maxItems: 10_000,
+      description:
+        "Job types an enqueue may name, comma-separated; any other is refused (HTTP 422 naming type). Default: any type.",
+    }),
+  ),
+  idempotencyWindowSeconds: seconds(
+    "IDEMPOTENCY_WINDOW_SECONDS",
+    86_400,
+    "How long a job holds its idempotency key after its creation (0: while it exists)",
+    0,
+    31_536_000,
+  ),
+  retainDoneSeconds: seconds(
+    "RETAIN_DONE_SECONDS",
+    604_800,
+    "Delete done and cancelled jobs this long after they finished (0: keep)",
+    0,
+    315_360_000,
+  ),
+  retainDeadSeconds: seconds(
+    "RETAIN_DEAD_SECONDS",
+    2_592_000,
+    "Delete dead jobs and their dead-letter entries this long after they died (0: keep)",
+    0,
+    315_360_000,
+  ),
+  pruneIntervalSeconds: seconds(
+    "PRUNE_INTERVAL_SECONDS",
+    60,
+    "Start a pruning pass this often, in a worker process that runs the reaper",
+    0.01,
+    86_400,
   ),
   logLevel: Type.Union(
     LOG_LEVELS.map((level) => Type.Literal(level)),

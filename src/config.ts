@@ -30,7 +30,7 @@ const PROPERTIES = CONFIG_SCHEMA.properties as unknown as Record<Field, Property
 const FIELDS = Object.keys(PROPERTIES) as Field[];
 
 /** What a property is, read from its TypeBox kind: decides how a variable is parsed and refused. */
-type Shape = "integer" | "number" | "string" | "boolean" | "enum";
+type Shape = "integer" | "number" | "string" | "boolean" | "list" | "enum";
 function shapeOf(schema: TSchema): Shape {
   switch (schema.type) {
     case "integer":
@@ -38,6 +38,8 @@ function shapeOf(schema: TSchema): Shape {
     case "string":
     case "boolean":
       return schema.type;
+    case "array":
+      return "list";
     default:
       return "enum";
   }
@@ -57,6 +59,10 @@ function refusal(schema: PropertySchema, value: unknown): string {
       return `must be ${schema.patternHint ?? schema.pattern}, got ${JSON.stringify(value)}`;
     case "boolean":
       return "must be true or false";
+    case "list": {
+      const item = schema.items as { minLength: number; maxLength: number };
+      return `must be a non-empty list of names of ${item.minLength} to ${item.maxLength} characters (comma-separated in the environment), got ${JSON.stringify(value)}`;
+    }
     case "enum": {
       const values = (schema.anyOf as { const: string }[]).map((literal) => literal.const);
       return `must be one of ${values.join(", ")}, got ${JSON.stringify(value)}`;
@@ -90,6 +96,9 @@ function parseEnv(schema: PropertySchema, raw: string): unknown {
       if (["0", "false", "no", "off"].includes(lower)) return false;
       return raw;
     }
+    case "list":
+      // Comma-separated names, spaces around them dropped; an empty entry is refused by the schema.
+      return text.split(",").map((name) => name.trim());
     default:
       return text;
   }
@@ -143,7 +152,7 @@ export function configFromEnv(
     // A variable that an override replaces is not read: its value, good or bad, is not used.
     if (
       raw === undefined ||
-      (raw === "" && field === "databaseUrl") ||
+      (raw === "" && (field === "databaseUrl" || field === "allowedJobTypes")) ||
       field in given ||
       unused.includes(field)
     )

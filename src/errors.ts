@@ -80,10 +80,75 @@ export class JobStateConflictError extends TaskQueueError {
   }
 }
 
-/** A handler's payload check failed; thrown by handlers so that the job fails with a clear error. */
-export class PayloadError extends TaskQueueError {
+/** No dead-letter entry has the given job id (never dead, discarded, or pruned by retention). */
+export class DeadLetterNotFoundError extends TaskQueueError {
+  constructor(readonly jobId: number) {
+    super("dead_letter_not_found", `job ${jobId} has no dead-letter entry`);
+  }
+}
+
+/**
+ * An enqueue named an idempotency key that a job holds (within the key's window), with a body that
+ * differs from the one that job was enqueued with (type, payload, priority, max retries or run
+ * time). Nothing was written (a batch is refused whole). The HTTP API answers 409.
+ */
+export class IdempotencyConflictError extends TaskQueueError {
+  constructor(
+    /** The key asked for. */
+    readonly key: string,
+    /** The job that holds it. */
+    readonly jobId: number,
+    /** The field that named it, as the caller spells it: `idempotencyKey`, `jobs/3/idempotency_key`. */
+    readonly field = "idempotencyKey",
+  ) {
+    super(
+      "idempotency_conflict",
+      `idempotency key ${JSON.stringify(key)} is taken by job ${jobId}, enqueued with a different body`,
+    );
+  }
+}
+
+/**
+ * Thrown by a handler when its job cannot succeed however often it runs (a payload it cannot use, a
+ * record that no longer exists): the attempt fails and the job skips its remaining retries, going
+ * straight to `dead` and the dead-letter table, whatever its `maxRetries`. Any other error retries
+ * with backoff as usual. The worker tests the error's `permanent` property, not its class, so an
+ * error of your own with `permanent: true` (or one from another copy of taskqueue, say in a
+ * sandboxed handler's module) counts the same. The job's error history marks such an attempt
+ * `"permanent": true`.
+ */
+export class PermanentJobError extends TaskQueueError {
+  /** Always true: what the worker tests. */
+  readonly permanent = true as const;
+
+  /** `code` defaults to `"job_failed_permanently"` (subclasses name their own). */
+  constructor(message: string, options?: { cause?: unknown; code?: string }) {
+    super(options?.code ?? "job_failed_permanently", message, options);
+  }
+}
+
+/**
+ * True if a handler's thrown value asks for no more retries: a {@link PermanentJobError}, or any
+ * object whose `permanent` property is `true`. Never throws (a throwing getter counts as false).
+ */
+export function isPermanentFailure(error: unknown): boolean {
+  try {
+    return (
+      typeof error === "object" && error !== null && (error as { permanent?: unknown }).permanent === true
+    );
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A handler's payload check failed: thrown by the built-in handlers so that the job fails with a
+ * clear error. Permanent (a {@link PermanentJobError}): the same payload fails every time, so the job
+ * goes to the dead-letter table on its first attempt.
+ */
+export class PayloadError extends PermanentJobError {
   constructor(message: string) {
-    super("payload_invalid", message);
+    super(message, { code: "payload_invalid" });
   }
 }
 

@@ -18,8 +18,22 @@ import { type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "./con
 import { createPool } from "./db/pool.js";
 import { ConfigError } from "./errors.js";
 import { createLogger, type Logger } from "./log.js";
-import { type EnqueueOptions, Ledger } from "./queue/ledger.js";
+import type {
+  DeadLetterBatch,
+  DeadLetterFilter,
+  DeadLetterQuery,
+  ListDeadLettersQuery,
+  ReplayOutcome,
+  RetryOutcome,
+} from "./queue/dead-letters.js";
+import {
+  type DeadLetterBatchOptions,
+  type EnqueuedJob,
+  type EnqueueOptions,
+  Ledger,
+} from "./queue/ledger.js";
 import { type MigrateResult, migrate } from "./queue/migrate.js";
+import type { PruneReport } from "./queue/retention.js";
 import type { DeadLetterJob, Job, JobSpec, ListJobsQuery, QueueMetrics } from "./queue/types.js";
 import { registerBuiltinHandlers } from "./worker/handlers/index.js";
 import { HandlerRegistry, type RegisteredHandler, type SandboxedHandlerSpec } from "./worker/registry.js";
@@ -32,12 +46,15 @@ export {
   BatchTooLargeError,
   ConfigError,
   DatabaseUnavailableError,
+  DeadLetterNotFoundError,
   EmbeddedPostgresError,
   EmbeddedPostgresUnavailableError,
   type FieldProblem,
   HandlerMissingError,
   HandlerModuleError,
   HandlerTypeError,
+  IdempotencyConflictError,
+  isPermanentFailure,
   JobAbortedError,
   type JobAbortReason,
   JobNotFoundError,
@@ -45,15 +62,32 @@ export {
   JobValidationError,
   LockSessionLostError,
   PayloadError,
+  PermanentJobError,
   PoolTimeoutError,
   QueueFullError,
   SchemaVersionError,
   TaskQueueError,
   WorkerStateError,
 } from "./errors.js";
+export type {
+  DeadLetterBatch,
+  DeadLetterFilter,
+  DeadLetterQuery,
+  ListDeadLettersQuery,
+  ReplayOutcome,
+  RetryOutcome,
+} from "./queue/dead-letters.js";
 export { LIMITS } from "./queue/job-shape.js";
-export { type EnqueueOptions, Ledger, MAX_BATCH_JOBS } from "./queue/ledger.js";
+export {
+  type DeadLetterBatchOptions,
+  type EnqueuedJob,
+  type EnqueueOptions,
+  Ledger,
+  type LedgerOptions,
+  MAX_BATCH_JOBS,
+} from "./queue/ledger.js";
 export type { FailedStatus } from "./queue/lock-session.js";
+export type { PruneReport, RetentionPolicy } from "./queue/retention.js";
 export type {
   AttemptError,
   ClaimedJob,
@@ -173,6 +207,16 @@ export class TaskQueue {
     return this.ledger.addJobIds(specs, options);
   }
 
+  /** See {@link Ledger.addJobReporting}: {@link addJob}, saying whether its idempotency key created it. */
+  addJobReporting(spec: JobSpec, options?: EnqueueOptions): Promise<EnqueuedJob> {
+    return this.ledger.addJobReporting(spec, options);
+  }
+
+  /** See {@link Ledger.addJobsReporting}: {@link addJobs}, saying for each job whether it was created. */
+  addJobsReporting(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueuedJob[]> {
+    return this.ledger.addJobsReporting(specs, options);
+  }
+
   getJob(id: number): Promise<Job | null> {
     return this.ledger.getJob(id);
   }
@@ -186,8 +230,49 @@ export class TaskQueue {
     return this.ledger.cancelJob(id);
   }
 
+  /**
+   * See {@link Ledger.retryJob}: a pending job waiting for its run time becomes due now, a dead one
+   * is replayed. @throws {JobNotFoundError} @throws {JobStateConflictError} when held or finished.
+   */
+  retryJob(id: number): Promise<RetryOutcome> {
+    return this.ledger.retryJob(id);
+  }
+
   getDeadLetter(jobId: number): Promise<DeadLetterJob | null> {
     return this.ledger.getDeadLetter(jobId);
+  }
+
+  /** See {@link Ledger.listDeadLetters}: newest death first, filtered and paged. */
+  listDeadLetters(query?: ListDeadLettersQuery): Promise<DeadLetterJob[]> {
+    return this.ledger.listDeadLetters(query);
+  }
+
+  /** See {@link Ledger.replayDeadLetter}. @throws {DeadLetterNotFoundError} */
+  replayDeadLetter(jobId: number): Promise<ReplayOutcome> {
+    return this.ledger.replayDeadLetter(jobId);
+  }
+
+  /** See {@link Ledger.replayDeadLetters}: one bounded batch; call again while `more`. */
+  replayDeadLetters(filter: DeadLetterFilter, options?: DeadLetterBatchOptions): Promise<DeadLetterBatch> {
+    return this.ledger.replayDeadLetters(filter, options);
+  }
+
+  /** See {@link Ledger.discardDeadLetter}. @throws {DeadLetterNotFoundError} */
+  discardDeadLetter(jobId: number): Promise<DeadLetterJob> {
+    return this.ledger.discardDeadLetter(jobId);
+  }
+
+  /** See {@link Ledger.discardDeadLetters}: one bounded batch; call again while `more`. */
+  discardDeadLetters(filter: DeadLetterQuery, options?: DeadLetterBatchOptions): Promise<DeadLetterBatch> {
+    return this.ledger.discardDeadLetters(filter, options);
+  }
+
+  /**
+   * One pruning pass now with this queue's retention options (see {@link Ledger.pruneHistory});
+   * workers that run the reaper also prune every `pruneIntervalSeconds`.
+   */
+  pruneHistory(signal?: AbortSignal): Promise<PruneReport> {
+    return this.ledger.pruneHistory({ ...this.config, signal });
   }
 
   metrics(): Promise<QueueMetrics> {

@@ -34,6 +34,26 @@ describe("configuration", () => {
     assert.equal(config.backoffJitter, true);
     assert.equal(config.schema, "taskqueue");
     assert.equal(config.notifyChannel, "job_channel");
+    assert.equal(config.allowedJobTypes, undefined);
+    assert.equal(config.idempotencyWindowSeconds, 86_400);
+    assert.equal(config.retainDoneSeconds, 7 * 86_400);
+    assert.equal(config.retainDeadSeconds, 30 * 86_400);
+    assert.equal(config.pruneIntervalSeconds, 60);
+  });
+
+  it("reads ALLOWED_JOB_TYPES as a comma-separated list (empty: any type) and refuses an empty name", () => {
+    assert.deepEqual(configFromEnv({ ALLOWED_JOB_TYPES: " echo, noop ,collatz" }).allowedJobTypes, [
+      "echo",
+      "noop",
+      "collatz",
+    ]);
+    assert.equal(configFromEnv({ ALLOWED_JOB_TYPES: "" }).allowedJobTypes, undefined);
+    refused({ ALLOWED_JOB_TYPES: "echo,,noop" }, "ALLOWED_JOB_TYPES");
+    refused({ ALLOWED_JOB_TYPES: "x".repeat(201) }, "ALLOWED_JOB_TYPES");
+    assert.throws(() => resolveConfig({ allowedJobTypes: [] }), /allowedJobTypes: must be a non-empty list/);
+    refused({ RETAIN_DONE_SECONDS: "-1" }, "RETAIN_DONE_SECONDS");
+    refused({ IDEMPOTENCY_WINDOW_SECONDS: "soon" }, "IDEMPOTENCY_WINDOW_SECONDS");
+    assert.equal(configFromEnv({ RETAIN_DEAD_SECONDS: "0" }).retainDeadSeconds, 0);
   });
 
   it("reads the environment", () => {

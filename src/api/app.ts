@@ -15,6 +15,7 @@ import { registerJsonBodyParser } from "./json-body.js";
 import { registerApiKinds } from "./kinds.js";
 import { problemFor, registerProblemHandling, sendProblem } from "./problem.js";
 import { parseQueryString, registerQueryEncodingCheck } from "./query-encoding.js";
+import { deadLetterRoutes } from "./routes/dead-letters.js";
 import { healthRoutes, READY_TIMEOUT_MS, type WorkerHealth } from "./routes/health.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { metricsRoutes } from "./routes/metrics.js";
@@ -59,8 +60,10 @@ function packageVersion(): string {
 
 /**
  * Builds the API, ready to `listen()` or `inject()`. Routes: POST /jobs, POST /jobs/batch,
- * GET /jobs/:id, GET /jobs, DELETE /jobs/:id, GET /metrics, GET /metrics/prometheus, GET /health,
- * GET /ready, GET /docs (Swagger UI), GET /docs/json (OpenAPI 3.1).
+ * GET /jobs/:id, GET /jobs, DELETE /jobs/:id, POST /jobs/:id/retry, GET /dead-letters,
+ * GET /dead-letters/:job_id, POST /dead-letters/:job_id/replay, POST /dead-letters/replay,
+ * DELETE /dead-letters/:job_id, POST /dead-letters/discard, GET /metrics, GET /metrics/prometheus,
+ * GET /health, GET /ready, GET /docs (Swagger UI), GET /docs/json (OpenAPI 3.1).
  * Every error answer is RFC 9457 problem+json (see problem.ts). The caller owns the ledger's pool;
  * `app.close()` does not end it. Registers taskqueue's two TypeBox kinds (`TaskQueue:*`, see
  * kinds.ts) in TypeBox's process-wide TypeRegistry, and nothing else there.
@@ -104,7 +107,11 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
           "(`application/problem+json`); invalid input is answered 422 naming each bad field.",
       },
       tags: [
-        { name: "jobs", description: "Enqueue, inspect and cancel jobs." },
+        { name: "jobs", description: "Enqueue, inspect, cancel and retry jobs." },
+        {
+          name: "dead letters",
+          description: "Jobs that exhausted their retries or failed permanently: list, replay, discard.",
+        },
         { name: "metrics", description: "Queue figures across every worker process." },
         { name: "health", description: "Liveness and readiness probes." },
       ],
@@ -113,6 +120,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await app.register(swaggerUi, { routePrefix: "/docs" });
 
   await app.register(jobRoutes, { ledger });
+  await app.register(deadLetterRoutes, { ledger });
   await app.register(metricsRoutes, { ledger, config });
   await app.register(healthRoutes, {
     ledger,

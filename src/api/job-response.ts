@@ -56,6 +56,12 @@ const VALUE_SCHEMAS = {
   error: nullable(Type.String({ description: "Error of the latest failed attempt." })),
   errors: Type.Array(AttemptErrorSchema, { description: "Every failed attempt, oldest first." }),
   workerId: nullable(Type.String({ description: "Worker that holds or last held the job." })),
+  idempotencyKey: nullable(
+    Type.String({
+      description:
+        "The idempotency key it was enqueued with, or null (also once its window passed and the key was reused).",
+    }),
+  ),
 } satisfies Record<Exclude<JobField, TimestampField>, TSchema>;
 
 /** The response properties of a job: each table field under its wire name. */
@@ -132,6 +138,7 @@ export function toJobResponse(job: Job): JobResponse {
     errors: job.errors,
     worker_id: job.workerId,
     created_at: isoTimestamp(job.createdAt) as string,
+    idempotency_key: job.idempotencyKey,
   };
   if (job.payloadOmitted) response.payload_omitted = true;
   if (job.resultOmitted) response.result_omitted = true;
@@ -156,7 +163,14 @@ const ANSWER_CHUNK_CHARS = 64 * 1024;
 function answerParts(inserted: readonly InsertedJob[]): { parts: string[]; bytes: number } {
   const parts: string[] = ['{"jobs":['];
   let bytes = '{"jobs":[]}'.length;
-  inserted.forEach(({ spec, row }, i) => {
+  inserted.forEach(({ spec, row, existing }, i) => {
+    // A job that held the spec's idempotency key already: answered as it is now.
+    if (existing) {
+      const whole = `${i === 0 ? "" : ","}${JSON.stringify(toJobResponse(existing))}`;
+      parts.push(whole);
+      bytes += Buffer.byteLength(whole);
+      return;
+    }
     // The job's answer without its payload, split where the payload goes: a `"` inside a string
     // value is always escaped, so the first `,"payload":null,` is the key's.
     const text = JSON.stringify(
@@ -169,6 +183,7 @@ function answerParts(inserted: readonly InsertedJob[]): { parts: string[]; bytes
           maxRetries: spec.maxRetries,
           runAt: new Date(row.run_at_ms),
           createdAt: new Date(row.created_at_ms),
+          idempotencyKey: spec.idempotencyKey,
         }),
       ),
     );

@@ -6,7 +6,8 @@
  * - {@link JobValidationError} from the ledger → 422 with its problems;
  * - {@link BatchTooLargeError} (more jobs than `LIMITS.batchJobs`) → 422 naming `jobs`;
  * - {@link QueueFullError} (a pending-jobs cap reached) → 429, naming the cap and the type;
- * - {@link JobNotFoundError} → 404; {@link JobStateConflictError} → 409;
+ * - {@link JobNotFoundError}, {@link DeadLetterNotFoundError} → 404; {@link JobStateConflictError},
+ *   {@link IdempotencyConflictError} → 409;
  * - PostgreSQL data exceptions (SQLSTATE class 22), integrity violations (23) and program limits
  *   (54, e.g. a payload nested too deep) → 422. The ledger validates before it writes, so these
  *   should not happen; they are a second line of defence so that bad input never yields a 500;
@@ -23,7 +24,9 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import {
   BatchTooLargeError,
   DatabaseUnavailableError,
+  DeadLetterNotFoundError,
   type FieldProblem,
+  IdempotencyConflictError,
   JobNotFoundError,
   JobStateConflictError,
   JobValidationError,
@@ -46,6 +49,8 @@ export const PROBLEM_TYPES = {
   notFound: "urn:taskqueue:problem:not-found",
   jobNotFound: "urn:taskqueue:problem:job-not-found",
   jobStateConflict: "urn:taskqueue:problem:job-state-conflict",
+  deadLetterNotFound: "urn:taskqueue:problem:dead-letter-not-found",
+  idempotencyConflict: "urn:taskqueue:problem:idempotency-conflict",
   bodyTooLarge: "urn:taskqueue:problem:body-too-large",
   unsupportedMediaType: "urn:taskqueue:problem:unsupported-media-type",
   databaseUnavailable: "urn:taskqueue:problem:database-unavailable",
@@ -227,6 +232,24 @@ export function problemFor(error: unknown, request: FastifyRequest): Problem {
   }
   if (error instanceof JobStateConflictError) {
     return make(409, PROBLEM_TYPES.jobStateConflict, "Job state conflict", error.message, instance);
+  }
+  if (error instanceof DeadLetterNotFoundError) {
+    return make(404, PROBLEM_TYPES.deadLetterNotFound, "Dead letter not found", error.message, instance);
+  }
+  if (error instanceof IdempotencyConflictError) {
+    return make(
+      409,
+      PROBLEM_TYPES.idempotencyConflict,
+      "Idempotency key conflict",
+      `${error.message}.`,
+      instance,
+      [
+        {
+          field: error.field,
+          message: `is taken by job ${error.jobId}, enqueued with a different body`,
+        },
+      ],
+    );
   }
   if (isDatabaseDeadlineError(error)) return databaseUnavailable(error, instance);
   if (isConnectionError(error)) {

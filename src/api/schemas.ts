@@ -10,8 +10,15 @@ import { type Static, Type } from "@sinclair/typebox";
 import { integerRangeMessage, LIMITS, wireName } from "../queue/job-shape.js";
 import { JOB_STATUSES } from "../queue/types.js";
 import { JobResponse, JobStatusSchema, nullable } from "./job-response.js";
-import { OffsetDateTime } from "./kinds.js";
+import { OffsetDateTime, StringEnum as StringEnumOf } from "./kinds.js";
 
+export {
+  DeadLetterBatchResponse,
+  DeadLetterListResponse,
+  DeadLetterResponse,
+  ReplayResponse,
+  toDeadLetterResponse,
+} from "./dead-letter-response.js";
 export { AttemptErrorSchema, JobResponse, JobStatusSchema, toJobResponse } from "./job-response.js";
 export { StringEnum } from "./kinds.js";
 
@@ -77,6 +84,18 @@ export const JobSpecBody = Type.Object(
         description:
           "Not before this instant: ISO-8601 date-time WITH a UTC offset (`Z` or `±hh:mm`); a time without " +
           "offset is ambiguous and rejected with 422. A time in the past means now. Default now.",
+      }),
+    ),
+    [wireName("idempotencyKey")]: Type.Optional(
+      Type.String({
+        minLength: LIMITS.idempotencyKeyLength.min,
+        maxLength: LIMITS.idempotencyKeyLength.max,
+        pattern: STORABLE_TEXT_PATTERN,
+        description:
+          `${LIMITS.idempotencyKeyLength.min}–${LIMITS.idempotencyKeyLength.max} characters. While a job enqueued with this key exists (any state, ` +
+          "for IDEMPOTENCY_WINDOW_SECONDS after it was created), enqueueing it again creates nothing and answers that job " +
+          "(200 instead of 201); the same key with a different body is refused with 409.",
+        examples: ["order-1234-confirmation"],
       }),
     ),
   },
@@ -213,7 +232,9 @@ export const MetricsResponse = Type.Object({
         "histogram with eight bins per doubling (within 9 %; exact when a bin's jobs took the same time).",
     },
   ),
-  dead_letter_count: Type.Integer({ description: "Rows in the dead-letter table." }),
+  dead_letter_count: Type.Integer({
+    description: "Dead-letter entries whose job waits dead (not replayed since it died).",
+  }),
   fenced_writes: Type.Integer({
     description: "Late writes refused by the claim fence, summed over live workers.",
   }),
@@ -254,3 +275,86 @@ export function problemResponse(description: string) {
     content: { "application/problem+json": { schema: ProblemSchema } },
   };
 }
+
+/** Path parameters of /dead-letters/{job_id}. */
+export const DeadLetterParams = Type.Object(
+  {
+    job_id: Type.Integer({
+      minimum: 1,
+      maximum: MAX_JOB_ID,
+      description: "The dead job's id, a positive integer up to 2^53 − 1.",
+    }),
+  },
+  { additionalProperties: false },
+);
+export type DeadLetterParams = Static<typeof DeadLetterParams>;
+
+const diedAfter = OffsetDateTime({
+  description: "Only jobs that died strictly after this instant (UTC offset required).",
+});
+const diedBefore = OffsetDateTime({
+  description: "Only jobs that died strictly before this instant (UTC offset required).",
+});
+
+/** Query string of GET /dead-letters. Unknown parameters are rejected with 422. */
+export const ListDeadLettersQuerystring = Type.Object(
+  {
+    type: Type.Optional(JobType),
+    died_after: Type.Optional(diedAfter),
+    died_before: Type.Optional(diedBefore),
+    replayed: Type.Optional(
+      StringEnumOf(["true", "false"], {
+        description:
+          "`true`: only entries whose job was replayed since it died; `false`: only those whose job waits dead.",
+      }),
+    ),
+    limit: ListJobsQuerystring.properties.limit,
+    offset: ListJobsQuerystring.properties.offset,
+  },
+  { additionalProperties: false, description: "Filters; unknown parameters are rejected with 422." },
+);
+export type ListDeadLettersQuerystring = Static<typeof ListDeadLettersQuerystring>;
+
+/** The filter fields of a bulk replay or discard, and its batch size. */
+const bulkFields = {
+  type: Type.Optional(JobType),
+  died_after: Type.Optional(diedAfter),
+  died_before: Type.Optional(diedBefore),
+  all: Type.Optional(
+    Type.Boolean({ description: "`true` to take every entry: required when no other filter is given." }),
+  ),
+  limit: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: LIMITS.batchJobs,
+      default: 1000,
+      description: `Most entries this call takes (one statement), 1–${LIMITS.batchJobs}. Default 1000; call again while \`more\` is true.`,
+    }),
+  ),
+};
+
+/** Body of POST /dead-letters/replay. */
+export const ReplayDeadLettersBody = Type.Object(bulkFields, {
+  additionalProperties: false,
+  description:
+    "Which dead letters to replay: at least one of `type`, `died_after`, `died_before`, or `all: true`. Unknown fields are rejected with 422.",
+});
+export type ReplayDeadLettersBody = Static<typeof ReplayDeadLettersBody>;
+
+/** Body of POST /dead-letters/discard. */
+export const DiscardDeadLettersBody = Type.Object(
+  {
+    ...bulkFields,
+    replayed: Type.Optional(
+      Type.Boolean({
+        description: "`true`: only entries already replayed; `false`: only those still waiting.",
+      }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description:
+      "Which dead letters to discard: at least one of `type`, `died_after`, `died_before`, `replayed`, or `all: true`.",
+  },
+);
+export type DiscardDeadLettersBody = Static<typeof DiscardDeadLettersBody>;

@@ -15,7 +15,7 @@ export async function renderInspection(ledger: Ledger, config: ResolvedConfig): 
     ledger.metrics(config.staleThresholdSeconds),
     ledger.listWorkers(config.staleThresholdSeconds),
     ledger.heldJobLocks(),
-    ledger.listDeadLetters(5),
+    ledger.listDeadLetters({ replayed: false, limit: 5 }),
   ]);
   const lines = [
     `taskqueue — schema ${config.schema} — ${new Date().toISOString()}`,

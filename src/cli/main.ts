@@ -10,6 +10,7 @@ import { createPool } from "../db/pool.js";
 import { ConfigError, EmbeddedPostgresUnavailableError } from "../errors.js";
 import { TaskQueue } from "../index.js";
 import { migrate } from "../queue/migrate.js";
+import { registerDeadLetterCommands } from "./dead.js";
 import { port, positiveInteger, positiveNumber } from "./flags.js";
 import { inspect } from "./inspect.js";
 import { runUntilSignal, startService } from "./service.js";
@@ -19,6 +20,7 @@ import { smoke } from "./smoke.js";
 const DEFAULT_OF: Record<string, string> = {
   DATABASE_URL: "(none: npm start / taskqueue start run an embedded PostgreSQL)",
   WORKER_PREFETCH: "WORKER_COUNT",
+  ALLOWED_JOB_TYPES: "(none: any type)",
 };
 
 function envHelp(): string {
@@ -171,6 +173,8 @@ program
       await queue.close();
     }
   });
+
+registerDeadLetterCommands(program);
 
 program
   .command("smoke")

@@ -95,6 +95,36 @@ export async function smoke(baseUrl: string, timeoutSeconds: number): Promise<nu
       },
     },
     {
+      name: "POST /jobs/{id}/retry makes a scheduled job due now",
+      run: async () => {
+        const created = await call("POST", "/jobs", { type: "noop", run_at: "2999-01-01T00:00:00Z" });
+        const r = await call("POST", `/jobs/${String(created.json.id)}/retry`);
+        expect(
+          r.status === 200 && Date.parse(String(r.json.run_at)) < Date.parse("2999-01-01T00:00:00Z"),
+          `got ${r.status} ${JSON.stringify(r.json)}`,
+        );
+      },
+    },
+    {
+      name: "a repeated idempotency_key answers the same job with 200",
+      run: async () => {
+        const body = { type: "noop", idempotency_key: `smoke-${Date.now()}-${Math.random()}` };
+        const first = await call("POST", "/jobs", body);
+        const second = await call("POST", "/jobs", body);
+        expect(
+          first.status === 201 && second.status === 200 && first.json.id === second.json.id,
+          `got ${first.status} then ${second.status}`,
+        );
+      },
+    },
+    {
+      name: "GET /dead-letters lists dead letters",
+      run: async () => {
+        const r = await call("GET", "/dead-letters?limit=5");
+        expect(r.status === 200 && Array.isArray(r.json.dead_letters), `got ${r.status}`);
+      },
+    },
+    {
       name: "GET /jobs/999999999999 is a 404 problem",
       run: async () => {
         const r = await call("GET", "/jobs/999999999999");

@@ -47,45 +47,124 @@ export function queryDeadlineMs(statementTimeoutSeconds: number): number {
 type QueryCallback = (error: Error | null, result?: unknown) => void;
 const baseQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
 
+/** A query of a {@link DeadlineClient} not answered yet: when it was called (`performance.now()`). */
+interface Pending {
+  calledAt: number;
+}
+
 /**
- * pg's client with one change: a query that passes its client-side deadline (pg's `query_timeout`,
- * "Query read timeout") ends its connection at once. pg itself leaves the timed-out query active,
- * so every later query on that connection would queue behind it, and a caller that releases the
- * client without an error (a transaction's `finally`) would put it back in the pool; ended, the pool
- * drops it on release. The error becomes a {@link DatabaseUnavailableError}.
+ * pg's client with a client-side deadline on every query: a query not answered within `deadlineMs`
+ * of its call ends its connection at once, and it and every query queued behind it fail with a
+ * {@link DatabaseUnavailableError}. Ended, the connection is never reused: a caller that releases
+ * it without an error (a transaction's `finally`) gives the pool a client it drops.
+ *
+ * Why not pg's own `query_timeout`: it arms and clears a timer for every query, whose closure holds
+ * the query (its text and parameters) while it runs. Under load those closures are alive at every
+ * young-generation collection and are promoted: with it, enqueueing 100,000 jobs one at a time
+ * promoted about 300 bytes a job and spent twice as long collecting (docs/performance.md). Here a
+ * query costs a push and a removal in a short list; one watchdog timer per connection, unref'd,
+ * fires at the oldest pending query's deadline at the earliest, and re-arms while queries are
+ * pending. pg also leaves a timed-out query active, so every later query would wait behind it.
  */
-class DeadlineClient extends pg.Client {}
-DeadlineClient.prototype.query = function query(this: pg.Client, ...args: unknown[]): unknown {
-  const [config, second, third] = args;
-  // Submittables (cursors, streams) report through their own callbacks: passed through as they are.
-  if (typeof (config as { submit?: unknown } | null)?.submit === "function")
-    return baseQuery.apply(this, args);
-  const callback = (typeof second === "function" ? second : third) as QueryCallback | undefined;
-  const values = typeof second === "function" ? undefined : second;
-  const translate = (error: Error | null): Error | null => {
-    if (error?.message !== "Query read timeout") return error;
-    this.end().catch(() => undefined);
-    const deadline = (this as unknown as { connectionParameters: { query_timeout?: number } })
-      .connectionParameters.query_timeout;
-    return new DatabaseUnavailableError(
-      `the database did not answer within ${(deadline ?? 0) / 1000} s (the query deadline); the connection was closed`,
-      { cause: error },
-    );
-  };
-  if (callback) {
-    baseQuery.call(this, config, values, (error: Error | null, result?: unknown) =>
-      callback(translate(error), result),
-    );
-    return undefined;
-  }
-  return new Promise((resolve, reject) => {
-    baseQuery.call(this, config, values, (error: Error | null, result?: unknown) => {
-      const translated = translate(error);
-      if (translated) reject(translated);
-      else resolve(result);
+class DeadlineClient extends pg.Client {
+  /** Client-side deadline of each query, ms (set by {@link deadlineClientFor}; see {@link extendQueryDeadline}). */
+  declare deadlineMs: number;
+  /** Queries called and not yet answered, in call order (pg answers them in that order). */
+  private readonly pending: Pending[] = [];
+  private watchdog: NodeJS.Timeout | null = null;
+  /** Set once the watchdog ended the connection: the queries' errors become deadline errors. */
+  private missedDeadline = false;
+
+  /** pg's `query`, with the deadline (installed as `query` below). */
+  deadlineQuery(...args: unknown[]): unknown {
+    const [config, second, third] = args;
+    // Submittables (cursors, streams) report through their own callbacks: passed through as they are.
+    if (typeof (config as { submit?: unknown } | null)?.submit === "function")
+      return baseQuery.apply(this, args);
+    const callback = (typeof second === "function" ? second : third) as QueryCallback | undefined;
+    const values = typeof second === "function" ? undefined : second;
+    const entry: Pending = { calledAt: performance.now() };
+    this.pending.push(entry);
+    this.watchdog ??= this.arm(this.deadlineMs);
+    const settle = (error: Error | null): Error | null => {
+      const index = this.pending.indexOf(entry);
+      if (index >= 0) this.pending.splice(index, 1);
+      if (!error || !this.missedDeadline) return error;
+      return new DatabaseUnavailableError(
+        `the database did not answer within ${this.deadlineMs / 1000} s (the query deadline); the connection was closed`,
+        { cause: error },
+      );
+    };
+    const send = (done: QueryCallback): void => {
+      try {
+        baseQuery.call(this, config, values, done);
+      } catch (error) {
+        // Refused before it was queued (a null config): nothing is pending.
+        settle(null);
+        throw error;
+      }
+    };
+    if (callback) {
+      send((error, result) => callback(settle(error), result));
+      return undefined;
+    }
+    return new Promise((resolve, reject) => {
+      send((error, result) => {
+        const settled = settle(error);
+        if (settled) reject(settled);
+        else resolve(result);
+      });
     });
-  });
-} as pg.Client["query"];
+  }
+
+  /** An unref'd timer that checks the oldest pending query after `ms`. */
+  private arm(ms: number): NodeJS.Timeout {
+    return setTimeout(() => this.check(), Math.max(1, ms)).unref();
+  }
+
+  /**
+   * The watchdog: ends the connection if the oldest pending query passed its deadline, else waits
+   * until it would (or stops, with nothing pending).
+   */
+  private check(): void {
+    this.watchdog = null;
+    const oldest = this.pending[0];
+    if (!oldest) return;
+    const left = oldest.calledAt + this.deadlineMs - performance.now();
+    if (left > 0) {
+      this.watchdog = this.arm(left);
+      return;
+    }
+    this.missedDeadline = true;
+    // Ended (so the pool drops it when it comes back), and destroyed at once: a blackholed link
+    // never finishes a polite close. pg then fails every pending query ("Connection terminated").
+    this.end().catch(() => undefined);
+    destroySession(this);
+  }
+}
+DeadlineClient.prototype.query = DeadlineClient.prototype.deadlineQuery as pg.Client["query"];
+
+/** A {@link DeadlineClient} class whose queries have a deadline of `deadlineMs` (pg's pool builds clients from a class). */
+function deadlineClientFor(deadlineMs: number): typeof pg.Client {
+  return class extends DeadlineClient {
+    override deadlineMs = deadlineMs;
+  };
+}
+
+/**
+ * Gives the queries of `client` (a client of a pool from {@link createPool}) a deadline of
+ * `deadlineMs` instead of the pool's, until the returned function is called (before the client is
+ * released). For work that is known to take long, such as a migration. A client of another pool
+ * has no client-side deadline: nothing changes, and the returned function does nothing.
+ */
+export function extendQueryDeadline(client: pg.ClientBase, deadlineMs: number): () => void {
+  if (!(client instanceof DeadlineClient)) return () => undefined;
+  const before = client.deadlineMs;
+  client.deadlineMs = deadlineMs;
+  return () => {
+    client.deadlineMs = before;
+  };
+}
 
 /**
  * pg's pool with typed errors on acquisition: a wait for a free connection past the connect timeout
@@ -141,7 +220,7 @@ class BoundedPool extends pg.Pool {
 export function createPool(options: PoolOptions): pg.Pool {
   const statementTimeoutSeconds = options.statementTimeoutSeconds ?? 30;
   return new BoundedPool({
-    Client: DeadlineClient,
+    Client: deadlineClientFor(queryDeadlineMs(statementTimeoutSeconds)),
     connectionString: options.connectionString,
     application_name: options.applicationName ?? "taskqueue",
     max: options.max ?? 10,
@@ -149,7 +228,6 @@ export function createPool(options: PoolOptions): pg.Pool {
     keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
     connectionTimeoutMillis: Math.ceil((options.connectTimeoutSeconds ?? 5) * 1000),
     statement_timeout: Math.ceil(statementTimeoutSeconds * 1000),
-    query_timeout: queryDeadlineMs(statementTimeoutSeconds),
     // Also for the plain-text queries sent on taskqueue's own connections (see ./types.ts).
     types: TASKQUEUE_TYPES,
   });

@@ -48,22 +48,48 @@ export interface TransactionSource {
  * size, in one transaction on a connection of `transactions`. Errors: whatever the statements
  * throw (nothing is written then).
  */
-export async function insertRows(
+export function insertRows(
   db: Queryable,
   schema: string,
   jobs: readonly NormalizedJobSpec[],
   transactions: TransactionSource | null = null,
 ): Promise<InsertedRow[]> {
+  return insertSliced(db, jobs, transactions, (on, slice, payloads) =>
+    insertStatement(on, schema, slice, payloads),
+  );
+}
+
+/**
+ * One insert statement of `jobs` on `db`, its payloads sent as `payloads` (jsonb binary, see
+ * `jsonbArrayBytes`) when given, else as one JSON text; the rows in the given order.
+ */
+export type InsertStatement<R> = (
+  db: Queryable,
+  jobs: readonly NormalizedJobSpec[],
+  payloads?: Buffer,
+) => Promise<R[]>;
+
+/**
+ * Runs `insert` over `jobs` as {@link insertRows} does: once, or over consecutive slices of at most
+ * {@link INSERT_STATEMENT_MAX_CHARS} of payload JSON in one transaction on a connection of
+ * `transactions` (all or nothing). The rows in the given order.
+ */
+export async function insertSliced<R>(
+  db: Queryable,
+  jobs: readonly NormalizedJobSpec[],
+  transactions: TransactionSource | null,
+  insert: InsertStatement<R>,
+): Promise<R[]> {
   const slices = transactions ? slicesBySize(jobs, INSERT_STATEMENT_MAX_CHARS) : [jobs];
-  if (slices.length === 1 || !transactions) return insertStatement(db, schema, jobs);
+  if (slices.length === 1 || !transactions) return insert(db, jobs);
   const client = await transactions.connect();
   let broken: Error | undefined;
   try {
     await client.query("BEGIN");
-    const rows: InsertedRow[] = [];
+    const rows: R[] = [];
     for (const slice of slices) {
       const payloads = jsonbArrayBytes(slice);
-      for (const row of await insertStatement(client, schema, slice, payloads)) rows.push(row);
+      for (const row of await insert(client, slice, payloads)) rows.push(row);
       releaseBytes(payloads);
     }
     await client.query("COMMIT");
@@ -165,10 +191,13 @@ export interface InsertedRow {
  * A new job as the insert knows it, before it is built into a {@link Job}: the validated spec (its
  * payload as the JSON text that was stored) and the database's part. Answering with these instead
  * of jobs spares parsing every payload back (see src/api/job-response.ts `newJobsAnswer`).
+ * `existing`: the spec named an idempotency key that a job already held, and this is that job, as
+ * read after the insert (nothing was created for the spec; `row` is that job's).
  */
 export interface InsertedJob {
   spec: NormalizedJobSpec;
   row: InsertedRow;
+  existing?: Job;
 }
 
 /**
@@ -185,6 +214,7 @@ export function insertedJob(job: NormalizedJobSpec, row: InsertedRow): Job {
     maxRetries: job.maxRetries,
     runAt: new Date(row.run_at_ms),
     createdAt: new Date(row.created_at_ms),
+    idempotencyKey: job.idempotencyKey,
   });
 }
 

@@ -21,6 +21,8 @@ export const LIMITS = {
   maxRetries: { min: 0, max: 10, default: 3 },
   /** `type`: 1–200 characters, UTF-16 code units as JavaScript and PostgreSQL count them (CHECK `type_length`). */
   typeLength: { min: 1, max: 200 },
+  /** `idempotencyKey`: 1–255 characters, counted like `type` (CHECK `idempotency_key_length`, schema version 6). */
+  idempotencyKeyLength: { min: 1, max: 255 },
   /** `limit` of a job list: 1–1000, default 50. */
   listLimit: { min: 1, max: 1000, default: 50 },
   /** Most jobs one batch enqueue takes (one statement, all or nothing). */
@@ -118,14 +120,22 @@ export const JOB_FIELDS = [
     initial: null,
   },
   { column: "created_at", field: "createdAt", wire: "created_at", timestamp: true, nullable: false },
+  {
+    column: "idempotency_key",
+    field: "idempotencyKey",
+    wire: "idempotency_key",
+    timestamp: false,
+    nullable: true,
+  },
 ] as const satisfies readonly JobFieldDefinition[];
 
 /**
  * Columns of `jobs` that are no field of a {@link Job}: the ledger's own bookkeeping, never read
  * into a job nor sent. `run_alone` (schema version 5): the job was reclaimed from a lost worker
- * process and runs alone (DESIGN.md §6).
+ * process and runs alone (DESIGN.md §6). `idempotency_fingerprint` (schema version 6): a hash of
+ * the body enqueued under the job's idempotency key (idempotency.ts).
  */
-export const INTERNAL_JOB_COLUMNS = ["run_alone"] as const;
+export const INTERNAL_JOB_COLUMNS = ["run_alone", "idempotency_fingerprint"] as const;
 
 type JobFieldRow = (typeof JOB_FIELDS)[number];
 
@@ -173,18 +183,22 @@ export const JOB_SPEC_FIELDS = [
   "priority",
   "maxRetries",
   "runAt",
+  "idempotencyKey",
 ] as const satisfies readonly (keyof JobSpec & JobField)[];
 
 type MissingSpecFields = Exclude<keyof JobSpec, (typeof JOB_SPEC_FIELDS)[number]>;
 const specFieldsComplete: [MissingSpecFields] extends [never] ? true : MissingSpecFields = true;
 void specFieldsComplete;
 
+/** A stored field of a dead-letter entry: every {@link DeadLetterJob} field but the list-only flag. */
+export type DeadLetterField = Exclude<keyof DeadLetterJob, "payloadOmitted">;
+
 /** How one dead-letter field is stored and named. */
 export interface DeadLetterFieldDefinition {
   /** Column of the `dead_letter_jobs` table. */
   readonly column: string;
   /** Name in the library (a key of {@link DeadLetterJob}). */
-  readonly field: keyof DeadLetterJob;
+  readonly field: DeadLetterField;
 }
 
 /** The fields of a dead-letter entry, in the order of the `dead_letter_jobs` table. */
@@ -200,9 +214,11 @@ export const DEAD_LETTER_FIELDS = [
   { column: "worker_id", field: "workerId" },
   { column: "created_at", field: "createdAt" },
   { column: "died_at", field: "diedAt" },
+  { column: "replayed_at", field: "replayedAt" },
+  { column: "replays", field: "replays" },
 ] as const satisfies readonly DeadLetterFieldDefinition[];
 
-type MissingDeadLetterFields = Exclude<keyof DeadLetterJob, (typeof DEAD_LETTER_FIELDS)[number]["field"]>;
+type MissingDeadLetterFields = Exclude<DeadLetterField, (typeof DEAD_LETTER_FIELDS)[number]["field"]>;
 const deadLetterFieldsComplete: [MissingDeadLetterFields] extends [never] ? true : MissingDeadLetterFields =
   true;
 void deadLetterFieldsComplete;
@@ -216,6 +232,7 @@ export const JOB_CONSTRAINTS = {
   type_length: { field: "type", limit: LIMITS.typeLength },
   priority_in_range: { field: "priority", limit: LIMITS.priority },
   max_retries_in_range: { field: "maxRetries", limit: LIMITS.maxRetries },
+  idempotency_key_length: { field: "idempotencyKey", limit: LIMITS.idempotencyKeyLength },
 } as const satisfies Record<string, { field: JobField; limit: { min: number; max: number } }>;
 
 /** Message of an integer field out of its range, e.g. `must be an integer from 1 to 10`. */
@@ -257,5 +274,6 @@ export function newJob(decided: Pick<Job, DecidedField>): Job {
     errors: [],
     workerId: null,
     createdAt: decided.createdAt,
+    idempotencyKey: decided.idempotencyKey,
   };
 }

@@ -1,55 +1,43 @@
 /**
- * The job ledger's shared-pool side: enqueue, read, cancel, metrics, reap. Everything a worker
- * does while it holds jobs goes through its {@link LockSession} instead.
+ * The job ledger's shared-pool side: enqueue, read, cancel, retry, dead letters, metrics, reap,
+ * prune. Everything a worker does while it holds jobs goes through its {@link LockSession} instead.
  */
 import type pg from "pg";
-import type { Queryable } from "../db/pool.js";
+import { JobNotFoundError, JobStateConflictError } from "../errors.js";
+import { checkJobId, checkListQuery } from "./checks.js";
 import {
-  BatchTooLargeError,
-  type FieldProblem,
-  JobNotFoundError,
-  JobStateConflictError,
-  JobValidationError,
-  TaskQueueError,
-} from "../errors.js";
-import { PendingCap, type PendingCaps } from "./capacity.js";
-import {
-  EnqueueBatcher,
-  type InsertedJob,
-  type InsertedRow,
-  insertedJob,
-  insertJobs,
-  insertRows,
-  type TransactionSource,
-} from "./insert.js";
-import { integerRangeMessage, LIMITS } from "./job-shape.js";
-import { lockClassFor } from "./lock-class.js";
-import { heldJobLocks } from "./sql/claim.js";
-import { enqueueJob } from "./sql/enqueue.js";
-import { reapStaleJobs } from "./sql/finish.js";
-import {
-  cancelJob,
-  getDeadLetter,
-  getJob,
+  type DeadLetterBatch,
+  type DeadLetterFilter,
+  type DeadLetterQuery,
+  discardBatch,
+  discardOne,
+  type ListDeadLettersQuery,
   listDeadLetters,
-  listJobs,
-  listWorkers,
-  metrics,
-  ping,
-  pruneStats,
-  schemaVersion,
-} from "./sql/read.js";
-import {
-  type DeadLetterJob,
-  JOB_STATUSES,
-  type Job,
-  type JobSpec,
-  type JobStatus,
-  type ListJobsQuery,
-  type QueueMetrics,
-  type WorkerInfo,
-} from "./types.js";
-import { type FieldNaming, type NormalizedJobSpec, validateJobSpec } from "./validate.js";
+  type ReplayOutcome,
+  type RetryOutcome,
+  replayBatch,
+  replayOne,
+  retryNow,
+} from "./dead-letters.js";
+import { EnqueueLedger, type LedgerOptions } from "./enqueue.js";
+import { LIMITS } from "./job-shape.js";
+import { lockClassFor } from "./lock-class.js";
+import { readMetrics, readWorkers } from "./reads.js";
+import { type PruneReport, pruneHistory, type RetentionPolicy } from "./retention.js";
+import { heldJobLocks } from "./sql/claim.js";
+import { reapStaleJobs } from "./sql/finish.js";
+import { cancelJob, getDeadLetter, getJob, listJobs, ping, pruneStats, schemaVersion } from "./sql/read.js";
+import type { DeadLetterJob, Job, ListJobsQuery, QueueMetrics, WorkerInfo } from "./types.js";
+import type { FieldNaming } from "./validate.js";
+
+export {
+  type EnqueuedJob,
+  EnqueueLedger,
+  type EnqueueOptions,
+  type LedgerOptions,
+  MAX_BATCH_JOBS,
+} from "./enqueue.js";
+export { METRICS_WINDOW_SECONDS } from "./reads.js";
 
 /** Retry policy applied to failed and reaped attempts (DESIGN.md §4). */
 export interface BackoffPolicy {
@@ -57,20 +45,6 @@ export interface BackoffPolicy {
   backoffMaxSeconds: number;
   backoffJitter: boolean;
 }
-
-/** Options of enqueue calls. */
-export interface EnqueueOptions {
-  /**
-   * Run the insert on this client, e.g. inside the application's own transaction: the job then
-   * exists (and workers are notified) only if that transaction commits.
-   */
-  client?: Queryable;
-  /** Spelling of field names in validation errors: `"camel"` (default) or the HTTP API's `"snake"`. */
-  naming?: FieldNaming;
-}
-
-/** Most jobs one {@link Ledger.addJobs} call accepts (one statement, all-or-nothing): `LIMITS.batchJobs`. */
-export const MAX_BATCH_JOBS = LIMITS.batchJobs;
 
 /** Payloads and results larger than this (bytes of JSON text) are left out of job lists: `LIMITS.listValueBytes`. */
 export const LIST_VALUE_MAX_BYTES = LIMITS.listValueBytes;
@@ -81,127 +55,27 @@ type JobRow = Job & pg.QueryResultRow;
 /** SQLSTATE undefined_table. */
 const UNDEFINED_TABLE = "42P01";
 
-/** Length of the trailing window of the rate metrics, seconds. */
-export const METRICS_WINDOW_SECONDS = 60;
-
-/** @throws {JobValidationError} naming `id` unless it is a positive safe integer. */
-function checkJobId(id: number): void {
-  if (!Number.isSafeInteger(id) || id < 1)
-    throw new JobValidationError([{ field: "id", message: "must be a positive integer" }]);
+/** Options of a bulk replay or discard. */
+export interface DeadLetterBatchOptions {
+  /** Most entries taken by this call (one statement), 1–10,000. Default 1,000. */
+  limit?: number;
+  /** Spelling of field names in validation errors: `"camel"` (default) or the HTTP API's `"snake"`. */
+  naming?: FieldNaming;
 }
 
-/**
- * Validates a batch of specs, field names prefixed `jobs/<index>/`.
- * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs.
- * @throws {JobValidationError} listing every bad field of every spec.
- */
-function validateBatch(specs: readonly JobSpec[], options: EnqueueOptions): NormalizedJobSpec[] {
-  if (specs.length > MAX_BATCH_JOBS) throw new BatchTooLargeError(specs.length, MAX_BATCH_JOBS);
-  const problems: FieldProblem[] = [];
-  const jobs: NormalizedJobSpec[] = [];
-  specs.forEach((spec, index) => {
-    try {
-      jobs.push(validateJobSpec(spec, `jobs/${index}/`, options.naming));
-    } catch (error) {
-      if (error instanceof JobValidationError) problems.push(...error.problems);
-      else throw error;
-    }
-  });
-  if (problems.length > 0) throw new JobValidationError(problems);
-  return jobs;
-}
-
-export class Ledger {
+export class Ledger extends EnqueueLedger {
   /** Advisory-lock class of this schema (see lock-class.ts). */
   readonly lockClass: number;
-
-  private readonly batcher: EnqueueBatcher;
-
-  /** The pending-jobs caps' counter (capacity.ts); null when both caps are 0, so enqueues skip it. */
-  private readonly cap: PendingCap | null;
 
   /**
    * @param pool shared pool for reads and autocommit writes.
    * @param schema schema holding the tables (already migrated).
-   * @param caps backpressure: `maxPendingJobs` / `maxPendingJobsPerType` (0 or absent: no cap).
+   * @param options backpressure caps (0 or absent: none), the allow-list of job types and the
+   *   idempotency keys' window (see {@link LedgerOptions}).
    */
-  constructor(
-    private readonly pool: pg.Pool,
-    readonly schema: string,
-    caps: PendingCaps = { maxPendingJobs: 0, maxPendingJobsPerType: 0 },
-  ) {
+  constructor(pool: pg.Pool, schema: string, options?: LedgerOptions) {
+    super(pool, schema, options);
     this.lockClass = lockClassFor(schema);
-    this.batcher = new EnqueueBatcher(pool, schema);
-    this.cap =
-      caps.maxPendingJobs > 0 || caps.maxPendingJobsPerType > 0 ? new PendingCap(pool, schema, caps) : null;
-  }
-
-  /**
-   * Enqueues one job and returns it as stored. Concurrent calls without `client` share insert
-   * statements (see EnqueueBatcher); with `client`, the insert runs alone on that client.
-   * @throws {JobValidationError} on a bad spec; nothing is written.
-   * @throws {QueueFullError} a pending-jobs cap is reached (capacity.ts); nothing is written.
-   */
-  async addJob(spec: JobSpec, options: EnqueueOptions = {}): Promise<Job> {
-    const job = validateJobSpec(spec, "", options.naming);
-    if (this.cap) await this.cap.admit([job.type]);
-    if (!options.client) return this.batcher.add(job);
-    const { rows } = await options.client.query<InsertedRow>({
-      ...enqueueJob(this.schema),
-      values: [job.type, job.payloadJson, job.priority, job.maxRetries, job.runAt],
-    });
-    return insertedJob(job, rows[0] as InsertedRow);
-  }
-
-  /**
-   * Enqueues up to {@link MAX_BATCH_JOBS} jobs in one statement, all or nothing, and returns them
-   * in the order given. Field names in errors are prefixed `jobs/<index>/`.
-   * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
-   * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs; nothing is written.
-   * @throws {QueueFullError} the batch would pass a pending-jobs cap; nothing is written.
-   */
-  async addJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<Job[]> {
-    const jobs = validateBatch(specs, options);
-    if (jobs.length === 0) return [];
-    if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
-    return insertJobs(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
-  }
-
-  /**
-   * {@link addJobs}, answering only the new jobs' ids, in the order given: no job is built or its
-   * payload parsed back for the answer. For bulk loaders (POST /jobs/batch with
-   * `Prefer: return=minimal`).
-   * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
-   * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs; nothing is written.
-   * @throws {QueueFullError} the batch would pass a pending-jobs cap; nothing is written.
-   */
-  async addJobIds(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<number[]> {
-    const jobs = validateBatch(specs, options);
-    if (jobs.length === 0) return [];
-    if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
-    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
-    return rows.map((row) => row.id);
-  }
-
-  /**
-   * {@link addJobs}, answering each new job as its validated spec and the database's part
-   * ({@link InsertedJob}, in the order given) instead of a built {@link Job}: no payload is parsed
-   * back. For answers written straight from the stored JSON texts (POST /jobs/batch).
-   * @throws {JobValidationError} if any spec is bad (every bad field listed); nothing is written.
-   * @throws {BatchTooLargeError} for more than MAX_BATCH_JOBS specs; nothing is written.
-   * @throws {QueueFullError} the batch would pass a pending-jobs cap; nothing is written.
-   */
-  async addInsertedJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<InsertedJob[]> {
-    const jobs = validateBatch(specs, options);
-    if (jobs.length === 0) return [];
-    if (this.cap) await this.cap.admit(jobs.map((job) => job.type));
-    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
-    return rows.map((row, i) => ({ spec: jobs[i] as NormalizedJobSpec, row }));
-  }
-
-  /** Where a large batch may open its own transaction: the pool, unless the caller gave its client. */
-  private transactions(options: EnqueueOptions): TransactionSource | null {
-    return options.client ? null : this.pool;
   }
 
   /** The job with this id, or null. @throws {JobValidationError} if `id` is not a positive integer. */
@@ -216,20 +90,8 @@ export class Ledger {
    * @throws {JobValidationError} for an unknown status, limit outside `LIMITS.listLimit` (1–1000), negative offset or invalid date.
    */
   async listJobs(query: ListJobsQuery = {}): Promise<Job[]> {
-    const problems: FieldProblem[] = [];
+    checkListQuery(query);
     const { limit = LIMITS.listLimit.default, offset = 0, status, createdAfter } = query;
-    if (status !== undefined && !JOB_STATUSES.includes(status))
-      problems.push({ field: "status", message: `must be one of ${JOB_STATUSES.join(", ")}` });
-    if (!Number.isInteger(limit) || limit < LIMITS.listLimit.min || limit > LIMITS.listLimit.max)
-      problems.push({ field: "limit", message: integerRangeMessage(LIMITS.listLimit) });
-    if (!Number.isInteger(offset) || offset < 0)
-      problems.push({ field: "offset", message: "must be an integer ≥ 0" });
-    if (
-      createdAfter !== undefined &&
-      !(createdAfter instanceof Date && !Number.isNaN(createdAfter.getTime()))
-    )
-      problems.push({ field: "created_after", message: "must be a valid date" });
-    if (problems.length > 0) throw new JobValidationError(problems);
     const { rows } = await this.pool.query<JobRow>({
       ...listJobs(this.schema),
       values: [status ?? null, query.type ?? null, createdAfter ?? null, limit, offset, LIST_VALUE_MAX_BYTES],
@@ -255,6 +117,16 @@ export class Ledger {
     return job;
   }
 
+  /**
+   * Retry now (DESIGN.md §4): a pending job waiting for its run time (a backoff, a future `runAt`)
+   * becomes due at once; a dead job is replayed ({@link replayDeadLetter}); a worker is woken.
+   * @throws {JobNotFoundError} no such job. @throws {JobStateConflictError} claimed, running, done or cancelled.
+   */
+  retryJob(id: number): Promise<RetryOutcome> {
+    checkJobId(id);
+    return retryNow(this.pool, this.schema, id);
+  }
+
   /** The dead-letter entry of a job, or null. */
   async getDeadLetter(jobId: number): Promise<DeadLetterJob | null> {
     checkJobId(jobId);
@@ -266,41 +138,64 @@ export class Ledger {
   }
 
   /**
+   * Dead-letter entries, newest death first, filtered and paged (see {@link ListDeadLettersQuery});
+   * payloads over 64 KiB left out (`payloadOmitted`).
+   * @throws {JobValidationError} for a bad filter, limit (1–1000) or offset.
+   */
+  listDeadLetters(query: ListDeadLettersQuery = {}, naming: FieldNaming = "camel"): Promise<DeadLetterJob[]> {
+    return listDeadLetters(this.pool, this.schema, query, naming);
+  }
+
+  /**
+   * Replays a dead letter (DESIGN.md §4, "Replay"): its dead job goes back to pending, due now,
+   * attempt count reset, history kept; the entry is marked replayed. Idempotent: a job no longer
+   * dead is left alone (`replayed: false`).
+   * @throws {DeadLetterNotFoundError} no entry for this job.
+   */
+  replayDeadLetter(jobId: number): Promise<ReplayOutcome> {
+    checkJobId(jobId);
+    return replayOne(this.pool, this.schema, jobId);
+  }
+
+  /**
+   * Replays up to `limit` (default 1,000) dead letters matching `filter` whose job is still dead,
+   * oldest death first, in one statement; `more` says whether to call again.
+   * @throws {JobValidationError} for a bad filter, an empty one without `all: true`, or a bad limit.
+   */
+  replayDeadLetters(
+    filter: DeadLetterFilter,
+    options: DeadLetterBatchOptions = {},
+  ): Promise<DeadLetterBatch> {
+    return replayBatch(this.pool, this.schema, filter, options.limit, options.naming);
+  }
+
+  /**
+   * Deletes a dead-letter entry and returns it; the job stays `dead` until retention deletes it.
+   * @throws {DeadLetterNotFoundError} no entry for this job.
+   */
+  discardDeadLetter(jobId: number): Promise<DeadLetterJob> {
+    checkJobId(jobId);
+    return discardOne(this.pool, this.schema, jobId);
+  }
+
+  /**
+   * Deletes up to `limit` (default 1,000) dead-letter entries matching `filter`, oldest death
+   * first, in one statement; `more` says whether to call again.
+   * @throws {JobValidationError} for a bad filter, an empty one without `all: true`, or a bad limit.
+   */
+  discardDeadLetters(
+    filter: DeadLetterQuery,
+    options: DeadLetterBatchOptions = {},
+  ): Promise<DeadLetterBatch> {
+    return discardBatch(this.pool, this.schema, filter, options.limit, options.naming);
+  }
+
+  /**
    * Queue figures from the database (DESIGN.md §8).
    * @param workerLivenessSeconds a worker counts as active if its heartbeat is younger than this.
    */
-  async metrics(workerLivenessSeconds: number): Promise<QueueMetrics> {
-    const { rows } = await this.pool.query<{
-      depth: Record<string, number>;
-      active_workers: number;
-      fenced_writes: number;
-      dead_letter_count: number;
-      done_in_window: number;
-      failed_in_window: number;
-      exec_seconds: number;
-      p50: number | null;
-      p90: number | null;
-      p99: number | null;
-      samples: number;
-    }>({ ...metrics(this.schema), values: [METRICS_WINDOW_SECONDS, workerLivenessSeconds] });
-    const r = rows[0];
-    if (!r) throw new TaskQueueError("metrics_unavailable", "the metrics query returned no row");
-    const depth = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(r.depth[s] ?? 0)])) as Record<
-      JobStatus,
-      number
-    >;
-    const attempts = r.done_in_window + r.failed_in_window;
-    return {
-      depth,
-      activeWorkers: r.active_workers,
-      jobsPerSecond: r.done_in_window / METRICS_WINDOW_SECONDS,
-      errorRate: attempts === 0 ? 0 : r.failed_in_window / attempts,
-      averageExecutionSeconds: r.done_in_window === 0 ? null : r.exec_seconds / r.done_in_window,
-      executionSecondsQuantiles: { p50: r.p50, p90: r.p90, p99: r.p99, samples: r.samples },
-      deadLetterCount: r.dead_letter_count,
-      fencedWrites: r.fenced_writes,
-      windowSeconds: METRICS_WINDOW_SECONDS,
-    };
+  metrics(workerLivenessSeconds: number): Promise<QueueMetrics> {
+    return readMetrics(this.pool, this.schema, workerLivenessSeconds);
   }
 
   /**
@@ -324,39 +219,20 @@ export class Ledger {
     return rows;
   }
 
-  /** Worker processes with a heartbeat younger than `livenessSeconds`, with the jobs each holds. */
-  async listWorkers(livenessSeconds: number): Promise<WorkerInfo[]> {
-    const { rows } = await this.pool.query<{
-      id: string;
-      host: string;
-      pid: number;
-      types: string[];
-      concurrency: number;
-      fenced_writes: number;
-      started_at: Date;
-      heartbeat_at: Date;
-      held: number;
-    }>({ ...listWorkers(this.schema), values: [livenessSeconds] });
-    return rows.map((r) => ({
-      id: r.id,
-      host: r.host,
-      pid: r.pid,
-      types: r.types,
-      concurrency: r.concurrency,
-      fencedWrites: r.fenced_writes,
-      startedAt: r.started_at,
-      heartbeatAt: r.heartbeat_at,
-      heldJobs: r.held,
-    }));
+  /**
+   * One pruning pass (DESIGN.md §3, "Retention"), unless another process runs one: done and
+   * cancelled jobs completed more than `retainDoneSeconds` ago, and dead ones (with their
+   * dead-letter entries) more than `retainDeadSeconds` ago, are deleted in bounded batches with
+   * pauses between them; counters and history metrics keep their values.
+   * @throws the first database error.
+   */
+  pruneHistory(policy: RetentionPolicy): Promise<PruneReport> {
+    return pruneHistory(this.pool, this.schema, this.lockClass, policy);
   }
 
-  /** The `limit` most recent dead-letter entries, newest first. */
-  async listDeadLetters(limit = 20): Promise<DeadLetterJob[]> {
-    const { rows } = await this.pool.query<DeadLetterJob & pg.QueryResultRow>({
-      ...listDeadLetters(this.schema),
-      values: [limit],
-    });
-    return rows;
+  /** Worker processes with a heartbeat younger than `livenessSeconds`, with the jobs each holds. */
+  listWorkers(livenessSeconds: number): Promise<WorkerInfo[]> {
+    return readWorkers(this.pool, this.schema, livenessSeconds);
   }
 
   /**

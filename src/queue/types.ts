@@ -19,6 +19,13 @@ export interface JobSpec {
   maxRetries?: number;
   /** Not before this instant. A string must carry a UTC offset (`Z` or `+02:00`). Default now. */
   runAt?: Date | string;
+  /**
+   * 1–255 characters. While a job enqueued with this key exists (in any state, for
+   * `idempotencyWindowSeconds` after it was created), enqueueing it again creates nothing and
+   * answers that job; with a different body it is refused with an `IdempotencyConflictError`.
+   * Default none.
+   */
+  idempotencyKey?: string;
 }
 
 /** One entry of a job's attempt history: a failed attempt. */
@@ -52,6 +59,8 @@ export interface Job {
   errors: AttemptError[];
   workerId: string | null;
   createdAt: Date;
+  /** The idempotency key it was enqueued with, or null (also once the key expired and was reused). */
+  idempotencyKey: string | null;
   /**
    * Lists only: true when listJobs left the payload out (null) because it is larger than
    * `LIMITS.listValueBytes` (64 KiB); false when it is there. Other reads leave the flag out.
@@ -67,7 +76,11 @@ export interface Job {
  */
 export type ClaimedJob = Pick<Job, "id" | "type" | "payload" | "priority" | "attempt" | "maxRetries">;
 
-/** A row of dead_letter_jobs: a job that exhausted its retries, as it was when it died. */
+/**
+ * A row of dead_letter_jobs: a job that exhausted its retries (or failed permanently), as it was
+ * when it died. It stays when the job is replayed (`replayedAt` set) and is refreshed if the job
+ * dies again.
+ */
 export interface DeadLetterJob {
   jobId: number;
   type: string;
@@ -80,6 +93,12 @@ export interface DeadLetterJob {
   workerId: string | null;
   createdAt: Date;
   diedAt: Date;
+  /** When the entry was last replayed (its job sent back to pending); null while the job waits dead. */
+  replayedAt: Date | null;
+  /** How many times it was replayed. */
+  replays: number;
+  /** Lists only: true when the payload is over `LIMITS.listValueBytes` and left out (null). */
+  payloadOmitted?: boolean;
 }
 
 /** Filters of {@link Ledger.listJobs}. */
@@ -111,6 +130,7 @@ export interface QueueMetrics {
    * otherwise); null when none completed. `samples`: the jobs they come from.
    */
   executionSecondsQuantiles: { p50: number | null; p90: number | null; p99: number | null; samples: number };
+  /** Dead-letter entries whose job waits dead (replayed ones are not counted). */
   deadLetterCount: number;
   /** Completions and failures refused by the claim fence (late writers), summed over live workers. */
   fencedWrites: number;

@@ -32,6 +32,8 @@ export interface NormalizedJobSpec {
   priority: number;
   maxRetries: number;
   runAt: Date | null;
+  /** The idempotency key, or null (most jobs: see idempotency.ts). */
+  idempotencyKey: string | null;
 }
 
 /** ISO-8601 date-time with a UTC offset, as the ledger accepts it (seconds optional). */
@@ -306,6 +308,23 @@ export function validateJobSpec(
         problems.push({ field: name("runAt"), message: "is not a valid date-time" });
     }
   }
+  const { idempotencyKey } = spec;
+  if (idempotencyKey !== undefined && idempotencyKey !== null) {
+    if (
+      typeof idempotencyKey !== "string" ||
+      idempotencyKey.length < LIMITS.idempotencyKeyLength.min ||
+      idempotencyKey.length > LIMITS.idempotencyKeyLength.max
+    )
+      problems.push({
+        field: name("idempotencyKey"),
+        message: lengthRangeMessage(LIMITS.idempotencyKeyLength),
+      });
+    else if (!storable(idempotencyKey))
+      problems.push({
+        field: name("idempotencyKey"),
+        message: "contains a NUL character or an unpaired UTF-16 surrogate",
+      });
+  }
   const payload = toStorableJson(
     spec.payload === undefined ? {} : (spec.payload as JsonValue),
     name("payload"),
@@ -323,5 +342,6 @@ export function validateJobSpec(
     priority,
     maxRetries,
     runAt: when,
+    idempotencyKey: typeof idempotencyKey === "string" ? idempotencyKey : null,
   };
 }

@@ -14,7 +14,7 @@ import type { OutcomeWriter } from "./outcome-writer.js";
 import { type HandlerJob, type HandlerRegistry, isSandboxed, type RegisteredHandler } from "./registry.js";
 import { RetryWakeups } from "./retry-wakeups.js";
 import { RunAloneGate } from "./run-alone.js";
-import { describeError, type HandlerOutcome, resultOutcome } from "./sandbox/outcome.js";
+import { failureOutcome, type HandlerOutcome, resultOutcome } from "./sandbox/outcome.js";
 import { SandboxPool } from "./sandbox/pool.js";
 import type { SessionSupervisor } from "./session-supervisor.js";
 
@@ -251,7 +251,7 @@ export class Dispatcher {
       }
       return resultOutcome(await handler(handlerJob, signal));
     } catch (error) {
-      return { error: describeError(error) };
+      return failureOutcome(error);
     }
   }
 
@@ -285,7 +285,14 @@ export class Dispatcher {
         });
       else this.writer.complete({ id: job.id, attempt: job.attempt, resultJson: outcome.json, runMs });
     } else {
-      this.writer.fail({ id: job.id, attempt: job.attempt, error: outcome.error, runMs });
+      const { error, permanent } = outcome;
+      this.writer.fail({
+        id: job.id,
+        attempt: job.attempt,
+        error,
+        runMs,
+        ...(permanent ? { permanent } : {}),
+      });
     }
     this.writer.scheduleFlush();
     this.dispatch();

@@ -7,6 +7,7 @@
 import { EventEmitter } from "node:events";
 import type { Logger } from "../log.js";
 import type { ClaimedJob, FailedStatus } from "../queue/lock-session.js";
+import type { PruneReport } from "../queue/retention.js";
 import type { Job } from "../queue/types.js";
 
 /**
@@ -53,6 +54,8 @@ export interface WorkerEvents {
   /** A claim returned (`claimed` of the `requested` jobs): after every claim, woken or polled. */
   "claim:returned": [{ claimed: number; requested: number }];
   "reaper:reaped": [{ jobs: Job[] }];
+  /** A pruning pass of this process ran (it held the pruning lock): what it deleted (retention). */
+  "history:pruned": [PruneReport];
   "worker:stopped": [StopReport];
 }
 

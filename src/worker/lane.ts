@@ -14,6 +14,7 @@ import type { StopReport, WorkerEmitter } from "./events.js";
 import { type ListenerState, NotifyListener } from "./listener.js";
 import { OutcomeWriter, type UnreportedReports } from "./outcome-writer.js";
 import type { HandlerRegistry } from "./registry.js";
+import { HistoryPruner } from "./retention.js";
 import { SessionSupervisor } from "./session-supervisor.js";
 import { drainLane } from "./shutdown.js";
 
@@ -56,6 +57,8 @@ export class Lane {
   readonly dispatcher: Dispatcher;
   listener: NotifyListener | null = null;
   reaping: Promise<void> | null = null;
+  /** The retention passes, on the lane that runs the reaper (retention.ts); null elsewhere. */
+  readonly pruner: HistoryPruner | null;
   /** The poll and (lane 1) reaper timers, which end as the lane starts draining. */
   private claimTimers: NodeJS.Timeout[] = [];
   /** The heartbeat timer, which goes on while the lane drains (until its last outcome is written). */
@@ -80,6 +83,7 @@ export class Lane {
       retryDueIn: (seconds) => this.dispatcher.wakeIn(seconds),
       flushed: () => this.dispatcher.flushed(),
     });
+    this.pruner = options.runReaper ? new HistoryPruner(options.ledger, config, events, logger) : null;
     this.dispatcher = new Dispatcher(
       this,
       this.supervisor,
@@ -164,6 +168,7 @@ export class Lane {
         ["starting", "running"],
         () => void this.reap(),
       );
+    this.pruner?.start();
     logger.info(
       {
         workerId: this.options.id,

@@ -9,6 +9,7 @@ import type { Dispatcher } from "./dispatcher.js";
 import type { StopReport } from "./events.js";
 import type { NotifyListener } from "./listener.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
+import type { HistoryPruner } from "./retention.js";
 import type { SessionSupervisor } from "./session-supervisor.js";
 
 /** The parts of a lane its stop goes through, in this order. */
@@ -23,6 +24,8 @@ export interface DrainingLane {
   writer: OutcomeWriter;
   /** The reaper pass in flight, if any. */
   reaping: Promise<void> | null;
+  /** The retention passes (lane 1), stopped with the claim timers. */
+  pruner: HistoryPruner | null;
   logger: Logger;
 }
 
@@ -35,6 +38,8 @@ export async function drainLane(lane: DrainingLane, graceSeconds: number): Promi
   // The heartbeat goes on until the last outcome is written (below): a handler may run for the
   // whole grace period, and its job and the worker row must stay fresh for the reaper meanwhile.
   lane.stopClaimTimers();
+  // A pruning pass in flight ends after its current batch.
+  const pruned = lane.pruner?.stop();
   // A reconnect in flight ends first: its session, if it opened, is closed below.
   await supervisor.halt();
   dispatcher.cancelRetryWake();
@@ -58,6 +63,7 @@ export async function drainLane(lane: DrainingLane, graceSeconds: number): Promi
   await writer.drain();
   lane.stopHeartbeat();
   await lane.reaping;
+  await pruned;
   // A failure in the last flush may have armed a retry wake-up; nothing is left to wake.
   dispatcher.cancelRetryWake();
   await supervisor.close(true);

@@ -64,15 +64,22 @@ describe("health, readiness and docs", () => {
       Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`),
     );
     assert.deepEqual(routes.sort(), [
+      "DELETE /dead-letters/{job_id}",
       "DELETE /jobs/{id}",
+      "GET /dead-letters",
+      "GET /dead-letters/{job_id}",
       "GET /health",
       "GET /jobs",
       "GET /jobs/{id}",
       "GET /metrics",
       "GET /metrics/prometheus",
       "GET /ready",
+      "POST /dead-letters/discard",
+      "POST /dead-letters/replay",
+      "POST /dead-letters/{job_id}/replay",
       "POST /jobs",
       "POST /jobs/batch",
+      "POST /jobs/{id}/retry",
     ]);
     for (const [path, methods] of Object.entries(doc.paths)) {
       for (const [method, operation] of Object.entries(methods)) {
@@ -89,6 +96,7 @@ describe("health, readiness and docs", () => {
       responses: Record<string, { content?: Record<string, unknown> }>;
     };
     assert.deepEqual(Object.keys(post.requestBody.content["application/json"].schema.properties).sort(), [
+      "idempotency_key",
       "max_retries",
       "payload",
       "priority",

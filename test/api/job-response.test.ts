@@ -38,6 +38,7 @@ const base: Omit<Job, "runAt" | "claimedAt" | "startedAt" | "heartbeatAt" | "com
   error: null,
   errors: [],
   workerId: null,
+  idempotencyKey: null,
 };
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;

@@ -114,6 +114,7 @@ describe("/jobs", () => {
       "errors",
       "heartbeat_at",
       "id",
+      "idempotency_key",
       "max_retries",
       "payload",
       "priority",

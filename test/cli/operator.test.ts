@@ -29,7 +29,7 @@ it("smoke passes every check against a running service", async () => {
   const { stdout } = await run(process.execPath, [CLI, "smoke", "--url", `http://127.0.0.1:${port}`], {
     env: cliEnv(db),
   });
-  assert.match(stdout, /^11 passed, 0 failed$/m);
+  assert.match(stdout, /^14 passed, 0 failed$/m);
   assert.doesNotMatch(stdout, /^FAIL/m);
 });
 

@@ -4,7 +4,9 @@ import { randomBytes } from "node:crypto";
 import { after, describe, it } from "node:test";
 import { createPool } from "../../src/db/pool.js";
 import { Ledger } from "../../src/queue/ledger.js";
+import { lockClassFor } from "../../src/queue/lock-class.js";
 import { latestSchemaVersion, migrate } from "../../src/queue/migrate.js";
+import { migrationLock } from "../../src/queue/sql/schema.js";
 import { DATABASE_URL } from "../helpers/db.js";
 
 const pool = createPool({ connectionString: DATABASE_URL, max: 12 });
@@ -23,7 +25,7 @@ describe("migrate", () => {
   it("creates every table in its own schema and records the version", async () => {
     const schema = fresh();
     const result = await migrate(pool, { schema, notifyChannel: "c1" });
-    assert.deepEqual(result, { applied: [1, 2, 3, 4, 5], version: 5 });
+    assert.deepEqual(result, { applied: [1, 2, 3, 4, 5, 6], version: 6 });
     const { rows } = await pool.query(
       "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",
       [schema],
@@ -46,7 +48,7 @@ describe("migrate", () => {
   it("is a no-op when current", async () => {
     const schema = fresh();
     await migrate(pool, { schema, notifyChannel: "c1" });
-    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [], version: 5 });
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [], version: 6 });
   });
 
   it("ten concurrent runs apply each migration once", async () => {
@@ -57,6 +59,45 @@ describe("migrate", () => {
     assert.equal(results.filter((r) => r.applied.length > 0).length, 1);
     const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`);
     assert.equal(rows[0].n, latestSchemaVersion());
+  });
+
+  it("a run has its own deadline, not the pool's: it outwaits another run's lock, and fails past migrationTimeoutSeconds", {
+    timeout: 20_000,
+  }, async () => {
+    // The pool's statements have a 0.3 s server timeout and a 0.55 s client deadline.
+    const short = createPool({ connectionString: DATABASE_URL, max: 3, statementTimeoutSeconds: 0.3 });
+    const holder = await pool.connect();
+    try {
+      const schema = fresh();
+      const holdLock = async () => {
+        await holder.query("BEGIN");
+        await holder.query({ ...migrationLock(schema), values: [lockClassFor(schema)] });
+      };
+      await holdLock();
+      const started = Date.now();
+      const waiting = migrate(short, { schema, notifyChannel: "c1" });
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      await holder.query("COMMIT");
+      const result = await waiting;
+      assert.deepEqual(
+        result.applied,
+        [...Array(latestSchemaVersion()).keys()].map((i) => i + 1),
+      );
+      assert.ok(Date.now() - started >= 1200, "the run waited for the lock");
+      // Past its own deadline, the run fails with the server's statement timeout (57014).
+      await holdLock();
+      const failed = Date.now();
+      await assert.rejects(migrate(short, { schema, notifyChannel: "c1", migrationTimeoutSeconds: 0.4 }), {
+        code: "57014",
+      });
+      assert.ok(Date.now() - failed < 3000, `gave up after ${Date.now() - failed} ms`);
+      // The pool's own deadline is back on that connection afterwards.
+      await assert.rejects(short.query("SELECT pg_sleep(2)"), { code: "57014" });
+    } finally {
+      await holder.query("ROLLBACK").catch(() => undefined);
+      holder.release();
+      await short.end();
+    }
   });
 
   it("re-points the notify triggers when the channel setting changes", async () => {
@@ -94,8 +135,8 @@ describe("migrate", () => {
     );
     await pool.query(`UPDATE ${jobs} SET status = 'done', completed_at = now() WHERE id = 3`);
     assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), {
-      applied: [2, 3, 4, 5],
-      version: 5,
+      applied: [2, 3, 4, 5, 6],
+      version: 6,
     });
     const metrics = await new Ledger(pool, schema).metrics(30);
     assert.deepEqual(metrics.depth, { pending: 2, claimed: 2, running: 0, done: 1, dead: 0, cancelled: 0 });
@@ -109,8 +150,8 @@ describe("migrate", () => {
        VALUES (date_trunc('second', now()), 0, 4, 1, 8)`,
     );
     assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), {
-      applied: [3, 4, 5],
-      version: 5,
+      applied: [3, 4, 5, 6],
+      version: 6,
     });
     const metrics = await new Ledger(pool, schema).metrics(30);
     assert.equal(metrics.jobsPerSecond, 4 / metrics.windowSeconds);
@@ -123,6 +164,40 @@ describe("migrate", () => {
     assert.ok(
       !indexes.rows.some((r: { indexname: string }) => r.indexname === "jobs_completed_idx"),
       "jobs_completed_idx is gone",
+    );
+  });
+
+  it("upgrading from version 5: dead letters wait, version 5's statements still run, keys are unique", async () => {
+    const schema = fresh();
+    await migrate(pool, { schema, notifyChannel: "c1", toVersion: 5 });
+    const jobs = `"${schema}".jobs`;
+    const { rows } = await pool.query<{ id: string }>(
+      `INSERT INTO ${jobs} (type, status, attempt, max_retries, completed_at) VALUES ('v5', 'dead', 1, 0, now()) RETURNING id`,
+    );
+    const id = Number(rows[0]?.id);
+    await pool.query(
+      `INSERT INTO "${schema}".dead_letter_jobs (job_id, type, payload, priority, max_retries, error, attempts, errors, created_at)
+       VALUES ($1, 'v5', '{}', 5, 0, 'boom', 1, '[]', now())`,
+      [id],
+    );
+    assert.deepEqual(await migrate(pool, { schema, notifyChannel: "c1" }), { applied: [6], version: 6 });
+    const ledger = new Ledger(pool, schema);
+    const [entry] = await ledger.listDeadLetters({ type: "v5" });
+    assert.deepEqual([entry?.jobId, entry?.replayedAt, entry?.replays], [id, null, 0]);
+    assert.equal((await ledger.replayDeadLetter(id)).replayed, true);
+    // Version 5's insert and dead-letter copy, as that code sends them, still run.
+    await pool.query(
+      `INSERT INTO ${jobs} (type, payload, priority, max_retries, run_at) VALUES ('v5', '{}', 5, 3, now())`,
+    );
+    await pool.query(
+      `INSERT INTO "${schema}".dead_letter_jobs (job_id, type, payload, priority, max_retries, error, attempts, errors, worker_id, created_at, died_at)
+       VALUES ($1, 'v5', '{}', 5, 0, 'again', 1, '[]', NULL, now(), now()) ON CONFLICT (job_id) DO NOTHING`,
+      [id],
+    );
+    await pool.query(`INSERT INTO ${jobs} (type, idempotency_key) VALUES ('k', 'one')`);
+    await assert.rejects(
+      pool.query(`INSERT INTO ${jobs} (type, idempotency_key) VALUES ('k', 'one')`),
+      /jobs_idempotency_key_idx/,
     );
   });
 

@@ -36,8 +36,21 @@ export function cliEnv(db: TestDb, extra: Record<string, string> = {}): NodeJS.P
   };
 }
 
+/**
+ * CLI processes of this test file still running. A test that fails or times out before it stops
+ * its processes (the runner's `--test-force-exit` then ends the file) must not leave them running
+ * against a dropped schema, loading the machine for every later file: they are killed when this
+ * process exits, however it exits (but SIGKILL).
+ */
+const running = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const child of running) child.kill("SIGKILL");
+});
+
 export function startCli(args: string[], env: NodeJS.ProcessEnv): CliProcess {
   const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+  running.add(child);
+  child.on("exit", () => running.delete(child));
   const logs: Record<string, unknown>[] = [];
   const waiters: {
     match: (l: Record<string, unknown>) => boolean;

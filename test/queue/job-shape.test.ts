@@ -117,7 +117,16 @@ describe("the job-shape table matches the migrated schema", () => {
   it("a new job holds each field's initial value, and the wire shape each table field under its wire name", async () => {
     const runAt = new Date("2030-01-02T03:04:05.678Z");
     const createdAt = new Date("2030-01-01T00:00:00.001Z");
-    const job = newJob({ id: 7, type: "t", payload: { a: 1 }, priority: 9, maxRetries: 2, runAt, createdAt });
+    const job = newJob({
+      id: 7,
+      type: "t",
+      payload: { a: 1 },
+      priority: 9,
+      maxRetries: 2,
+      runAt,
+      createdAt,
+      idempotencyKey: null,
+    });
     for (const f of JOB_FIELDS)
       if ("initial" in f)
         assert.deepEqual(job[f.field], f.initial === "[]" ? [] : f.initial, `initial value of ${f.field}`);

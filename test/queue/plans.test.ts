@@ -11,6 +11,7 @@ import { lockClassFor } from "../../src/queue/lock-class.js";
 import { claimJobs, lockConnectionSettings, lockSessionSettings } from "../../src/queue/sql/claim.js";
 import { writeDone } from "../../src/queue/sql/finish.js";
 import { jsonTextArray, numberArray } from "../../src/queue/sql/params.js";
+import { pruneJobs } from "../../src/queue/sql/retention.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
 
 interface PlanNode {
@@ -18,6 +19,7 @@ interface PlanNode {
   "Relation Name"?: string;
   "Index Name"?: string;
   "Actual Loops"?: number;
+  "Actual Rows"?: number;
   "One-Time Filter"?: string;
   Plans?: PlanNode[];
 }
@@ -250,5 +252,26 @@ it("cached plans built on an empty table still walk the claim index and reach ba
   } finally {
     await Promise.all([lock.end(), writes.end()]);
     await fresh.drop();
+  }
+});
+
+it("a pruning batch reads the history through the primary key, one batch of rows, on a plain pool connection", async () => {
+  const plain = new pg.Client({ connectionString: DATABASE_URL });
+  await plain.connect();
+  try {
+    // Retentions 0: nothing is due, so nothing is deleted; the shorter retention 1 s for the frontier.
+    const prune = await plan(pruneJobs(db.schema).text, [0, 1000, 0, 0, 1], plain);
+    const jobScans = prune.filter((n) => n["Relation Name"] === "jobs");
+    assert.deepEqual(
+      jobScans.filter((n) => n["Node Type"] === "Seq Scan"),
+      [],
+      "no sequential scan of jobs",
+    );
+    assert.ok(
+      jobScans.some((n) => n["Index Name"] === "jobs_pkey" && (n["Actual Rows"] ?? 0) <= 1000),
+      `the batch is read through jobs_pkey, 1,000 rows (${jobScans.map((n) => `${n["Node Type"]} ${n["Index Name"]} ${n["Actual Rows"]}`).join("; ")})`,
+    );
+  } finally {
+    await plain.end();
   }
 });

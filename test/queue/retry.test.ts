@@ -235,7 +235,7 @@ describe("dead-letter", () => {
       await writer.query("BEGIN");
       const { rows: outcome } = await writer.query({
         ...writeFailures(db.schema),
-        values: [`{${job.id}}`, "{0}", ["fatal"], "{1}", "tester", 2, 30, false],
+        values: [`{${job.id}}`, "{0}", ["fatal"], "{1}", "tester", 2, 30, false, "{f}"],
       });
       assert.equal(outcome[0]?.status, "dead");
       assert.deepEqual((await read(writer)).rows, [{ status: "dead", job_id: job.id }]);

@@ -41,6 +41,7 @@ function toJobSpec(body: JobSpecBody): JobSpec {
   if (body.priority !== undefined) spec.priority = body.priority;
   if (body.max_retries !== undefined) spec.maxRetries = body.max_retries;
   if (body.run_at !== undefined) spec.runAt = body.run_at;
+  if (body.idempotency_key !== undefined) spec.idempotencyKey = body.idempotency_key;
   return spec;
 }
 
@@ -50,6 +51,9 @@ const bodyErrors = {
   413: problemResponse("Body too large."),
   415: problemResponse("Body is not application/json, or has a Content-Encoding other than identity."),
   422: invalidInput,
+  409: problemResponse(
+    "An `idempotency_key` is held by a job enqueued with a different body; nothing was written. `errors` names the field.",
+  ),
   429: problemResponse(
     "A pending-jobs cap (MAX_PENDING_JOBS, MAX_PENDING_JOBS_PER_TYPE) is reached; nothing was written. Retry after `Retry-After` seconds.",
   ),
@@ -79,19 +83,33 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         description:
           `Creates one pending job. \`priority\` defaults to ${LIMITS.priority.default}, \`max_retries\` to ${LIMITS.maxRetries.default}, \`payload\` to \`{}\`, ` +
           "`run_at` to now (a `run_at` without UTC offset is rejected with 422; one in the past means now). " +
-          "Unknown fields are rejected with 422.",
+          "Unknown fields are rejected with 422. With an `idempotency_key` that a job holds (any state, within " +
+          "IDEMPOTENCY_WINDOW_SECONDS of its creation), nothing is created and that job is answered with 200; " +
+          "the same key with a different body is refused with 409. A type outside ALLOWED_JOB_TYPES (when set) is " +
+          "refused with 422 naming `type`.",
         body: JobSpecBody,
-        response: { 201: JobResponse, ...bodyErrors },
+        response: {
+          201: JobResponse,
+          200: {
+            ...JobResponse,
+            description: "The job that holds the idempotency key; nothing was created.",
+          },
+          ...bodyErrors,
+        },
       },
     },
     async (request, reply) => {
       let job: Job;
+      let created = true;
       try {
-        job = await ledger.addJob(toJobSpec(request.body), { naming: "snake" });
+        // Without a key, the plain enqueue (and its batching of concurrent requests).
+        if (request.body.idempotency_key === undefined)
+          job = await ledger.addJob(toJobSpec(request.body), { naming: "snake" });
+        else ({ job, created } = await ledger.addJobReporting(toJobSpec(request.body), { naming: "snake" }));
       } catch (error) {
         throw withRetryAfter(reply, error);
       }
-      return reply.code(201).send(toJobResponse(job));
+      return reply.code(created ? 201 : 200).send(toJobResponse(job));
     },
   );
 
@@ -104,10 +122,21 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         description:
           `Creates 1–${LIMITS.batchJobs.toLocaleString("en-US")} jobs in one statement, all or nothing, and returns them in the order given ` +
           "(with `Prefer: return=minimal`, only their ids). " +
-          "If any job is invalid nothing is written and the 422 names every bad field as `jobs/<index>/<field>`.",
+          "If any job is invalid nothing is written and the 422 names every bad field as `jobs/<index>/<field>`. " +
+          "A job whose `idempotency_key` a job holds creates nothing and is answered with that job; jobs of the " +
+          "batch that repeat a key with the same body are one job (with another body: 422). The answer is 201 if " +
+          "the batch created any job, 200 if every one existed; a key held with a different body refuses the " +
+          "whole batch with 409.",
         headers: BatchHeaders,
         body: BatchBody,
-        response: { 201: Type.Union([BatchResponse, BatchIdsResponse]), ...bodyErrors },
+        response: {
+          201: Type.Union([BatchResponse, BatchIdsResponse]),
+          200: {
+            ...Type.Union([BatchResponse, BatchIdsResponse]),
+            description: "Every job held its idempotency key already; nothing was created.",
+          },
+          ...bodyErrors,
+        },
       },
     },
     async (request, reply) => {
@@ -116,20 +145,30 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       // sends a string or stream body with a content type as it is (the cast only tells the type
       // provider so). The jobs' text comes from toJobResponse, so the shape is BatchResponse's.
       try {
+        // With idempotency keys, 200 when no job was created; without, as before.
+        const keyed = request.body.jobs.some((job) => job.idempotency_key !== undefined);
         if (prefersMinimalReturn(request.headers.prefer)) {
-          const ids = await ledger.addJobIds(specs, { naming: "snake" });
+          let ids: number[];
+          let code = 201;
+          if (!keyed) ids = await ledger.addJobIds(specs, { naming: "snake" });
+          else {
+            const inserted = await ledger.addInsertedJobs(specs, { naming: "snake" });
+            ids = inserted.map(({ row }) => row.id);
+            if (inserted.every((job) => job.existing !== undefined)) code = 200;
+          }
           reply
-            .code(201)
+            .code(code)
             .type("application/json; charset=utf-8")
             .header("preference-applied", "return=minimal");
           return reply.send(JSON.stringify({ ids }) as unknown as BatchAnswer);
         }
         // The answer is written from the stored payload texts, not from jobs parsed back, and
         // a large one streamed (job-response.ts batchAnswer): the same bytes, without three more
-        // copies of the payloads.
+        // copies of the payloads. Jobs that held their idempotency key are answered as they are.
         const inserted = await ledger.addInsertedJobs(specs, { naming: "snake" });
         const answer = batchAnswer(inserted);
-        reply.code(201).type("application/json; charset=utf-8");
+        const code = keyed && inserted.every((job) => job.existing !== undefined) ? 200 : 201;
+        reply.code(code).type("application/json; charset=utf-8");
         if (Buffer.isBuffer(answer)) return reply.send(answer as unknown as BatchAnswer);
         reply.header("content-length", answer.bytes);
         return reply.send(answer.stream as unknown as BatchAnswer);

@@ -74,7 +74,10 @@ export class PrometheusMetrics {
       "execution_seconds_samples",
       "Jobs completed in the trailing window, which the execution quantiles describe.",
     );
-    this.deadLetter = gauge("dead_letter_jobs", "Jobs in the dead-letter table.");
+    this.deadLetter = gauge(
+      "dead_letter_jobs",
+      "Dead-letter entries whose job waits dead (not replayed since it died).",
+    );
     this.fencedWrites = gauge("fenced_writes", "Late writes refused by the claim fence, over live workers.");
   }
 

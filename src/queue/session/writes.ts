@@ -29,6 +29,8 @@ export interface Completion extends ClaimRef {
 export interface Failure extends ClaimRef {
   error: string;
   runMs: number;
+  /** The handler asked for no more retries (a permanent error): the job dies now. Default false. */
+  permanent?: boolean;
 }
 
 /** Where a failed attempt leaves its job: `pending` (will retry) or `dead`. */
@@ -122,6 +124,7 @@ export async function writeFailureBatch(
       policy.backoffBaseSeconds,
       policy.backoffMaxSeconds,
       policy.backoffJitter,
+      `{${batch.map((f) => (f.permanent ? "t" : "f")).join(",")}}`,
     ],
   });
   return { outcome: rows.map(({ due_types: _, ...o }) => o), wakeTypes: rows[0]?.due_types ?? null };

@@ -4,7 +4,13 @@
  * already {@link Job}s (or claimed jobs, or dead-letter entries) and nothing maps them again.
  * A quoted alias keeps its case; a column whose name is its field's is left as it is.
  */
-import { CLAIMED_FIELDS, DEAD_LETTER_FIELDS, JOB_FIELDS, type JobField } from "../job-shape.js";
+import {
+  CLAIMED_FIELDS,
+  DEAD_LETTER_FIELDS,
+  type DeadLetterField,
+  JOB_FIELDS,
+  type JobField,
+} from "../job-shape.js";
 
 /** `column` or `column AS "field"`, optionally qualified by `table`. */
 function selectItem(column: string, field: string, table?: string): string {
@@ -31,7 +37,14 @@ export const JOB_SELECT_LIST = jobSelectList();
 /** The fields of a claimed job (types.ts `ClaimedJob`). */
 export const CLAIMED_SELECT_LIST = jobSelectList(CLAIMED_FIELDS);
 
+/** Select list of the given dead-letter fields (all by default), each named as its field. */
+export function deadLetterSelectList(
+  fields: readonly DeadLetterField[] = DEAD_LETTER_FIELDS.map((f) => f.field),
+): string {
+  return DEAD_LETTER_FIELDS.filter((f) => fields.includes(f.field))
+    .map((f) => selectItem(f.column, f.field))
+    .join(", ");
+}
+
 /** Every field of a dead-letter entry (types.ts `DeadLetterJob`). */
-export const DEAD_LETTER_SELECT_LIST = DEAD_LETTER_FIELDS.map((f) => selectItem(f.column, f.field)).join(
-  ", ",
-);
+export const DEAD_LETTER_SELECT_LIST = deadLetterSelectList();

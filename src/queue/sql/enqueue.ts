@@ -53,3 +53,48 @@ export const enqueueJob = (schema: string): Statement =>
      VALUES ($1::text, $2::jsonb, $3::smallint, $4::int, greatest(coalesce($5::timestamptz, now()), now()))
      RETURNING ${INSERTED_COLUMNS}`,
   );
+
+/**
+ * Inserts jobs of which some name an idempotency key (schema version 6; idempotency.ts), like
+ * {@link enqueueJobs} with one more parameter, $6 keys text[] (NULL for a job without one). No two
+ * jobs of one call may share a key (the caller folds them first: ON CONFLICT DO UPDATE cannot touch
+ * one row twice). A key that a job holds already creates nothing: `ON CONFLICT … DO UPDATE` waits
+ * for a concurrent insert of the key to commit or roll back, then sees that job even if it
+ * committed after this statement began (a plain read could not), and returns it. Its body must be
+ * the one that job was enqueued with (the fingerprint: an MD5 of the canonical jsonb of type,
+ * payload, priority, max_retries and the run time as asked for, NULL when not given); otherwise
+ * `idempotency_conflict` aborts the whole statement, SQLSTATE TQ409, nothing written.
+ * Returns, in no particular order, INSERTED_COLUMNS, `idempotency_key`, and `inserted` (false:
+ * the job existed; its id and times).
+ */
+export const enqueueKeyedJobs = (schema: string, payloads: JsonArrayType = "jsonb"): Statement =>
+  statement(
+    schema,
+    payloads === "jsonb" ? "enqueue_keyed_jobs" : "enqueue_keyed_jobs_json",
+    `INSERT INTO $S.jobs AS j (type, payload, priority, max_retries, run_at, idempotency_key, idempotency_fingerprint)
+     SELECT t.type, t.payload::jsonb, t.priority, t.max_retries, greatest(coalesce(t.run_at, now()), now()), t.key,
+            CASE WHEN t.key IS NOT NULL THEN decode(md5(jsonb_build_array(
+              t.type, t.payload::jsonb, t.priority, t.max_retries, extract(epoch FROM t.run_at))::text), 'hex') END
+     FROM ROWS FROM (unnest($1::text[]), ${jsonArrayElements("$2", payloads)}, unnest($3::smallint[]),
+                     unnest($4::int[]), unnest($5::timestamptz[]), unnest($6::text[]))
+       WITH ORDINALITY AS t(type, payload, priority, max_retries, run_at, key, ord)
+     ORDER BY t.ord
+     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO UPDATE
+       SET idempotency_key = CASE WHEN j.idempotency_fingerprint IS NOT DISTINCT FROM excluded.idempotency_fingerprint
+                                  THEN excluded.idempotency_key
+                                  ELSE $S.idempotency_conflict(excluded.idempotency_key, j.id) END
+     RETURNING ${INSERTED_COLUMNS}, idempotency_key, (xmax = 0) AS inserted`,
+  );
+
+/**
+ * Frees the idempotency keys among $1 (text[]) whose jobs were created more than $2 seconds ago
+ * (the window, > 0): the key is cleared from the old job, which stays as it is, so that a new
+ * enqueue may take it. Through jobs_idempotency_key_idx. Returns nothing.
+ */
+export const expireIdempotencyKeys = (schema: string): Statement =>
+  statement(
+    schema,
+    "expire_idempotency_keys",
+    `UPDATE $S.jobs SET idempotency_key = NULL, idempotency_fingerprint = NULL
+     WHERE idempotency_key = ANY($1::text[]) AND created_at <= now() - make_interval(secs => $2::float8)`,
+  );

@@ -9,8 +9,21 @@ import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statem
  * of the attempt that failed, i.e. `attempt` before this update.
  * Parameters named here: $backoff_base, $backoff_max (float8 seconds), $jitter (bool).
  */
-function failedAttemptSet(p: { error: string; workerId: string; base: string; max: string; jitter: string }) {
-  const exhausted = "j.attempt >= j.max_retries";
+function failedAttemptSet(p: {
+  error: string;
+  workerId: string;
+  base: string;
+  max: string;
+  jitter: string;
+  /** A boolean expression: the failure is permanent (the handler asked for no retries). */
+  permanent?: string;
+}) {
+  const exhausted = p.permanent
+    ? `(j.attempt >= j.max_retries OR ${p.permanent})`
+    : "j.attempt >= j.max_retries";
+  const marked = p.permanent
+    ? ` || CASE WHEN ${p.permanent} THEN '{"permanent": true}'::jsonb ELSE '{}'::jsonb END`
+    : "";
   // Rows an operator or an older version left in unusual states must not break the statement for
   // every row of its batch (shared/cases 20): the attempt count stops at int4's largest value
   // instead of overflowing, and the doubling stops at 2^60 (more than any delay the cap allows)
@@ -23,17 +36,25 @@ function failedAttemptSet(p: { error: string; workerId: string; base: string; ma
      completed_at = CASE WHEN ${exhausted} THEN now() END,
      error = ${p.error},
      errors = j.errors || jsonb_build_array(jsonb_build_object(
-       'attempt', j.attempt, 'error', ${p.error}, 'worker_id', ${p.workerId}, 'failed_at', now())),
+       'attempt', j.attempt, 'error', ${p.error}, 'worker_id', ${p.workerId}, 'failed_at', now())${marked}),
      claimed_at = NULL, heartbeat_at = NULL`;
 }
 
-/** Copies jobs that just died (rows of CTE `cte`) into dead_letter_jobs, once per job. */
+/**
+ * Copies jobs that just died (rows of CTE `cte`) into dead_letter_jobs. A job that was replayed and
+ * died again (schema version 6) refreshes its entry, which waits again (`replayed_at` NULL) and
+ * keeps its count of replays.
+ */
 function deadLetterInsert(cte: string) {
-  return `INSERT INTO $S.dead_letter_jobs
+  return `INSERT INTO $S.dead_letter_jobs AS d
        (job_id, type, payload, priority, max_retries, error, attempts, errors, worker_id, created_at, died_at)
      SELECT id, type, payload, priority, max_retries, error, attempt, errors, worker_id, created_at, now()
      FROM ${cte} WHERE status = 'dead'
-     ON CONFLICT (job_id) DO NOTHING`;
+     ON CONFLICT (job_id) DO UPDATE
+       SET type = excluded.type, payload = excluded.payload, priority = excluded.priority,
+           max_retries = excluded.max_retries, error = excluded.error, attempts = excluded.attempts,
+           errors = excluded.errors, worker_id = excluded.worker_id, created_at = excluded.created_at,
+           died_at = excluded.died_at, replayed_at = NULL`;
 }
 
 /**
@@ -102,9 +123,11 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
 
 /**
  * Fenced failure of a batch: retry with backoff, or dead-letter in the same statement. No unlock.
- * A run-alone job that failed on its own goes back to ordinary pending (DESIGN.md §6).
+ * A run-alone job that failed on its own goes back to ordinary pending (DESIGN.md §6). A permanent
+ * failure (the handler threw a `PermanentJobError`) dies whatever retries are left, its history
+ * entry marked `"permanent": true`.
  * $1 ids, $2 attempts, $3 errors text[], $4 run times float8[] ms, $5 worker id,
- * $6 backoff base s, $7 backoff max s, $8 jitter. Returns every input id with `applied`, the new
+ * $6 backoff base s, $7 backoff max s, $8 jitter, $9 permanent bool[]. Returns every input id with `applied`, the new
  * `status` and, for retries, `retry_in_seconds` (by the database clock); every row also carries
  * `due_types`, the types of retries already due (no backoff), for the unlock to wake.
  */
@@ -113,10 +136,11 @@ export const writeFailures = (schema: string): Statement =>
     schema,
     "write_failures",
     `WITH i AS (
-       SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[]) AS t(id, attempt, error, run_ms)
+       SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[], $9::bool[])
+         AS t(id, attempt, error, run_ms, permanent)
      ), failed AS (
        UPDATE $S.jobs AS j
-       SET ${failedAttemptSet({ error: "i.error", workerId: "$5::text", base: "$6", max: "$7", jitter: "$8" })},
+       SET ${failedAttemptSet({ error: "i.error", workerId: "$5::text", base: "$6", max: "$7", jitter: "$8", permanent: "i.permanent" })},
            run_alone = false,
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${held("$5")}

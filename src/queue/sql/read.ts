@@ -12,6 +12,10 @@ const LISTED_COLUMNS = jobSelectList(
 export const getJob = (schema: string): Statement =>
   statement(schema, "get_job", `SELECT ${JOB_COLUMNS} FROM $S.jobs WHERE id = $1`);
 
+/** Jobs by id, in no particular order (ids without a job are left out). $1 ids bigint[]. */
+export const getJobs = (schema: string): Statement =>
+  statement(schema, "get_jobs", `SELECT ${JOB_COLUMNS} FROM $S.jobs WHERE id = ANY($1::bigint[])`);
+
 /**
  * Jobs, newest first, with optional filters in fixed slots (NULL = no filter).
  * $1 status, $2 type, $3 created_after, $4 limit, $5 offset, $6 largest payload/result (JSON text
@@ -95,7 +99,7 @@ export const metrics = (schema: string): Statement =>
        (SELECT count(*) FROM $S.workers
           WHERE heartbeat_at > now() - make_interval(secs => $2::float8))::int AS active_workers,
        (SELECT coalesce(sum(fenced_writes), 0) FROM $S.workers)::bigint AS fenced_writes,
-       (SELECT count(*) FROM $S.dead_letter_jobs)::bigint AS dead_letter_count,
+       (SELECT count(*) FROM $S.dead_letter_jobs WHERE replayed_at IS NULL)::bigint AS dead_letter_count,
        (SELECT done FROM window_stats)::bigint AS done_in_window,
        (SELECT failed FROM window_stats)::bigint AS failed_in_window,
        (SELECT exec_seconds FROM window_stats)::float8 AS exec_seconds,
@@ -132,13 +136,4 @@ export const listWorkers = (schema: string): Statement =>
      FROM $S.workers w
      WHERE heartbeat_at > now() - make_interval(secs => $1::float8)
      ORDER BY heartbeat_at DESC`,
-  );
-
-/** The most recent dead-letter entries. $1 limit. */
-export const listDeadLetters = (schema: string): Statement =>
-  statement(
-    schema,
-    "list_dead_letters",
-    `SELECT ${DEAD_LETTER_SELECT_LIST}
-     FROM $S.dead_letter_jobs ORDER BY died_at DESC, job_id DESC LIMIT $1`,
   );

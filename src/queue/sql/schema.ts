@@ -8,6 +8,13 @@ import { lockKey, quoteIdentifier, type Statement, statement } from "./statement
 export const migrationLock = (schema: string): Statement =>
   statement(schema, "migration_lock", `SELECT pg_advisory_xact_lock(${lockKey("$1", "-1")})`);
 
+/**
+ * The migration transaction's own statement deadline, instead of the connection's: $1 milliseconds
+ * (text; `set_config` takes text). Local to the transaction.
+ */
+export const migrationStatementTimeout = (schema: string): Statement =>
+  statement(schema, "migration_statement_timeout", `SELECT set_config('statement_timeout', $1::text, true)`);
+
 export const createMigrationsTable = (schema: string): Statement =>
   statement(
     schema,

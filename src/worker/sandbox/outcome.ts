@@ -3,10 +3,14 @@
  * and in a sandboxed handler's child process (runner.ts): the result as JSON text, or the failed
  * attempt's error text.
  */
+import { isPermanentFailure } from "../../errors.js";
 import { toStorableJson } from "../../queue/validate.js";
 
-/** What one handler execution ended with: its result as JSON text, or an error message. */
-export type HandlerOutcome = { json: string } | { error: string };
+/**
+ * What one handler execution ended with: its result as JSON text, or an error message, `permanent`
+ * when the handler asked for no more retries (a `PermanentJobError`, see errors.ts).
+ */
+export type HandlerOutcome = { json: string } | { error: string; permanent?: boolean };
 
 /**
  * The outcome of a handler that returned `result`: undefined is stored as null; a value that is
@@ -16,6 +20,13 @@ export function resultOutcome(result: unknown): HandlerOutcome {
   const stored = toStorableJson(result, "result");
   if ("json" in stored) return { json: stored.json };
   return { error: `handler result cannot be stored: ${stored.problem.field} ${stored.problem.message}` };
+}
+
+/** The outcome of a handler that threw `error`: its text, and whether it is permanent. */
+export function failureOutcome(error: unknown): { error: string; permanent?: boolean } {
+  return isPermanentFailure(error)
+    ? { error: describeError(error), permanent: true }
+    : { error: describeError(error) };
 }
 
 /** A failed attempt's error text: `Name: message`, NUL-free and at most 4,000 characters. */

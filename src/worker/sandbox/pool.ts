@@ -203,7 +203,13 @@ export class SandboxPool {
   private onMessage(child: Child, message: FromChild): void {
     if (message.kind === "crash") child.report = message.error;
     else if (child.job?.id === message.jobId)
-      child.job.settle(message.kind === "done" ? { json: message.json } : { error: message.error });
+      child.job.settle(
+        message.kind === "done"
+          ? { json: message.json }
+          : message.permanent
+            ? { error: message.error, permanent: true }
+            : { error: message.error },
+      );
   }
 
   /** A child exited: fails the job it ran, and counts a crash unless the pool ended it. */

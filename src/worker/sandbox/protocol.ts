@@ -22,6 +22,7 @@ export type ToChild =
 /** Child → worker: the job's outcome, or what is about to kill the child. */
 export type FromChild =
   | { kind: "done"; jobId: number; json: string }
-  | { kind: "failed"; jobId: number; error: string }
+  /** `permanent`: the handler threw a permanent error (errors.ts `isPermanentFailure`): no retries. */
+  | { kind: "failed"; jobId: number; error: string; permanent: boolean }
   /** An uncaught exception or unhandled rejection: the child exits (code 1) right after. */
   | { kind: "crash"; error: string };

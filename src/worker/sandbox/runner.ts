@@ -8,7 +8,7 @@
  */
 import { JobAbortedError } from "../../errors.js";
 import type { JobHandler } from "../registry.js";
-import { describeError, type HandlerOutcome, resultOutcome } from "./outcome.js";
+import { describeError, failureOutcome, type HandlerOutcome, resultOutcome } from "./outcome.js";
 import type { FromChild, ToChild } from "./protocol.js";
 
 if (typeof process.send !== "function") {
@@ -67,14 +67,15 @@ async function run(message: Extract<ToChild, { kind: "run" }>): Promise<void> {
     const handler = await load(message.module, message.exportName);
     outcome = resultOutcome(await handler(job, controller.signal));
   } catch (error) {
-    outcome = { error: describeError(error) };
+    // A permanent error (errors.ts) crosses as a flag: the worker skips the job's retries.
+    outcome = failureOutcome(error);
   }
   current = null;
   if (crashing) return;
   send(
     "json" in outcome
       ? { kind: "done", jobId: job.id, json: outcome.json }
-      : { kind: "failed", jobId: job.id, error: outcome.error },
+      : { kind: "failed", jobId: job.id, error: outcome.error, permanent: outcome.permanent === true },
   );
 }
 
