@@ -21,7 +21,7 @@ export interface ResolvedConfig {
   /** HTTP API port. Default 8000. */
   port: number;
   /**
-   * Bearer token every API route but `/health`, `/ready` and `/docs` requires (at least 16
+   * Bearer token every API route but `/health`, `/ready`, `/docs` and `/ui` requires (at least 16
    * characters). From the environment: `TASKQUEUE_API_TOKEN`, or a file named by
    * `TASKQUEUE_API_TOKEN_FILE`. Default: none, and then the API binds only to a loopback address.
    */
@@ -191,7 +191,7 @@ export const CONFIG_SCHEMA = Type.Object({
       env: "TASKQUEUE_API_TOKEN",
       minLength: 1,
       description:
-        "Bearer token of every API route but /health, /ready and /docs; at least 16 characters. No default: without it the API binds to loopback only.",
+        "Bearer token of every API route but /health, /ready, /docs and /ui; at least 16 characters. No default: without it the API binds to loopback only.",
     }),
   ),
   insecureNoAuth: Type.Boolean({

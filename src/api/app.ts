@@ -20,6 +20,8 @@ import { deadLetterRoutes } from "./routes/dead-letters.js";
 import { healthRoutes, READY_TIMEOUT_MS, type WorkerHealth } from "./routes/health.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { metricsRoutes } from "./routes/metrics.js";
+import { overviewRoutes } from "./routes/overview.js";
+import { uiRoutes } from "./routes/ui.js";
 import { typeBoxValidatorCompiler } from "./validation.js";
 
 /**
@@ -64,8 +66,9 @@ function packageVersion(): string {
  * GET /jobs/:id, GET /jobs, DELETE /jobs/:id, POST /jobs/:id/retry, GET /dead-letters,
  * GET /dead-letters/:job_id, POST /dead-letters/:job_id/replay, POST /dead-letters/replay,
  * DELETE /dead-letters/:job_id, POST /dead-letters/discard, GET /metrics, GET /metrics/prometheus,
- * GET /health, GET /ready, GET /docs (Swagger UI), GET /docs/json (OpenAPI 3.1). With
- * `config.apiToken`, every route but /health, /ready and /docs needs `Authorization: Bearer` (auth.ts).
+ * GET /stats/types, GET /stats/throughput, GET /workers, GET /health, GET /ready, GET /docs (Swagger UI),
+ * GET /docs/json (OpenAPI 3.1), GET /ui (the web dashboard, static files; routes/ui.ts). With
+ * `config.apiToken`, every route but /health, /ready, /docs and /ui needs `Authorization: Bearer` (auth.ts).
  * Every error answer is RFC 9457 problem+json (see problem.ts). The caller owns the ledger's pool;
  * `app.close()` does not end it. Registers taskqueue's two TypeBox kinds (`TaskQueue:*`, see
  * kinds.ts) in TypeBox's process-wide TypeRegistry, and nothing else there.
@@ -91,7 +94,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(typeBoxValidatorCompiler);
-  // With config.apiToken, every route needs the bearer token but /health, /ready and /docs
+  // With config.apiToken, every route needs the bearer token but /health, /ready, /docs and /ui
   // (auth.ts); checked first, before any other hook looks at the request.
   registerBearerAuth(app, config.apiToken);
   // JSON only: any other media type is answered 415 (Fastify also parses text/plain by default).
@@ -130,6 +133,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await app.register(jobRoutes, { ledger });
   await app.register(deadLetterRoutes, { ledger });
   await app.register(metricsRoutes, { ledger, config });
+  await app.register(overviewRoutes, { ledger, config });
+  await app.register(uiRoutes);
   await app.register(healthRoutes, {
     ledger,
     timeoutMs: Math.min(READY_TIMEOUT_MS, (config.apiTimeoutSeconds ?? 4) * 1000),

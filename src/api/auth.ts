@@ -4,7 +4,8 @@
  * `Authorization: Bearer <token>` except those whose route config says `auth: false`: `/health`
  * and `/ready` (probes, which a load balancer calls without credentials) and `/docs` (the Swagger
  * UI and the OpenAPI document: the API's shape, no data; its "Authorize" button takes the token
- * for the calls it makes). A refused request is answered 401 problem+json with
+ * for the calls it makes), and the dashboard's static files (`/ui`: no data; the page sends the
+ * token with its calls). A refused request is answered 401 problem+json with
  * `WWW-Authenticate: Bearer` before its body is read.
  *
  * The comparison is of SHA-256 digests with `crypto.timingSafeEqual`: both sides are 32 bytes
@@ -39,7 +40,7 @@ export const BEARER_SECURITY_SCHEME = {
   scheme: "bearer",
   description:
     "The API token (TASKQUEUE_API_TOKEN), sent as `Authorization: Bearer <token>`. Needed by every " +
-    "route but /health, /ready and /docs when the server has a token.",
+    "route but /health, /ready, /docs and /ui when the server has a token.",
 } as const;
 
 function digest(text: string): Buffer {

@@ -104,8 +104,8 @@ describe("an API with a token", () => {
     assertProblem(known, 404);
   });
 
-  it("serves /health, /ready and the docs without a token", async () => {
-    for (const url of ["/health", "/ready", "/docs", "/docs/json"]) {
+  it("serves /health, /ready, the docs and the dashboard's files without a token", async () => {
+    for (const url of ["/health", "/ready", "/docs", "/docs/json", "/ui", "/ui/app.js"]) {
       const res = await app.inject({ method: "GET", url });
       assert.equal(res.statusCode, 200, `${url}: ${res.statusCode}`);
     }
