@@ -4,8 +4,11 @@
 // Each test file creates and drops its own schema, so files run in parallel.
 //
 // Arguments filter the files: `npm test -- config` runs the test files whose path contains
-// "config". An argument naming an existing file (say dist/test/fixtures/leaky-file.js) runs that
-// file as it is, whatever its name: test/leak-guard.test.ts runs its fixtures so.
+// "config"; a group's name (scripts/test-groups.mjs: once, dlq, retry, reaper, external) runs that
+// group's files. A filter or group that matches no file exits 1 at once, naming it, and runs
+// nothing. `--list` prints the groups and the files the arguments select, and runs nothing. An
+// argument naming an existing file (say dist/test/fixtures/leaky-file.js) runs that file as it is,
+// whatever its name: test/leak-guard.test.ts runs its fixtures so.
 //
 // The chaos suite (test/chaos/: faults on real processes, each file on a PostgreSQL cluster of its
 // own) is left out unless a filter names it: `npm run test:chaos` runs it (`node scripts/run-tests.mjs
@@ -17,25 +20,52 @@
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { join, resolve } from "node:path";
+import { join, resolve, sep } from "node:path";
 import { pathToFileURL } from "node:url";
+import { filesOfGroup, TEST_GROUPS } from "./test-groups.mjs";
 
-const args = process.argv.slice(2);
+const argv = process.argv.slice(2);
+const listOnly = argv.includes("--list");
+const args = argv.filter((arg) => arg !== "--list");
 /** A file of the chaos suite (dist/test/chaos/, helpers aside). */
 const isChaos = (file) => file.split(/[\\/]/).includes("chaos");
 const explicit = args.filter((arg) => existsSync(arg) && statSync(arg).isFile());
 const filters = args.filter((arg) => !explicit.includes(arg));
-const found =
-  explicit.length > 0 && filters.length === 0
-    ? []
-    : readdirSync("dist/test", { recursive: true })
-        .map(String)
-        .filter((f) => f.endsWith(".test.js"))
-        .filter((f) => filters.length === 0 || filters.some((arg) => f.includes(arg)))
-        .filter((f) => !isChaos(f) || filters.some((arg) => arg.includes("chaos") && f.includes(arg)))
-        .sort()
-        .map((f) => join("dist/test", f));
-const files = [...explicit, ...found];
+if (!existsSync("dist/test")) {
+  console.error("# dist/test is missing: run `npm run build:bench` first (npm test does)");
+  process.exit(1);
+}
+const all = readdirSync("dist/test", { recursive: true })
+  .map((f) => String(f).split(sep).join("/"))
+  .filter((f) => f.endsWith(".test.js"))
+  .sort();
+/** The files one filter selects: a group's, or those whose path contains it (chaos ones only if it says chaos). */
+const matching = (filter) =>
+  Object.hasOwn(TEST_GROUPS, filter)
+    ? filesOfGroup(filter, all)
+    : all.filter((f) => f.includes(filter) && (!isChaos(f) || filter.includes("chaos")));
+const unmatched = filters.filter((filter) => matching(filter).length === 0);
+if (unmatched.length > 0) {
+  console.error(
+    `# no test file matches ${unmatched.map((f) => JSON.stringify(f)).join(", ")}; groups: ${Object.keys(TEST_GROUPS).join(", ")} (--list shows them)`,
+  );
+  process.exit(1);
+}
+const selected =
+  filters.length > 0
+    ? all.filter((f) => filters.some((filter) => matching(filter).includes(f)))
+    : explicit.length > 0
+      ? []
+      : all.filter((f) => !isChaos(f));
+const files = [...explicit, ...selected.map((f) => join("dist/test", f))];
+if (listOnly) {
+  for (const [name, group] of Object.entries(TEST_GROUPS))
+    console.log(
+      `# ${name.padEnd(9)} ${String(filesOfGroup(name, all).length).padStart(2)} files  ${group.description}`,
+    );
+  for (const file of files) console.log(file);
+  process.exit(0);
+}
 
 let embedded;
 const env = { ...process.env };
@@ -76,9 +106,5 @@ function runGroup(group, concurrency) {
 let code = 0;
 if (serial.length > 0) code = await runGroup(serial, 1);
 if (parallel.length > 0) code = Math.max(code, await runGroup(parallel, concurrency));
-if (files.length === 0) {
-  console.error(`# no test file matches ${filters.join(" ")}`);
-  code = 1;
-}
 if (embedded) await embedded.stop();
 process.exit(code);

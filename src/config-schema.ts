@@ -20,6 +20,14 @@ export interface ResolvedConfig {
   host: string;
   /** HTTP API port. Default 8000. */
   port: number;
+  /**
+   * Bearer token every API route but `/health`, `/ready`, `/docs` and `/ui` requires (at least 16
+   * characters). From the environment: `TASKQUEUE_API_TOKEN`, or a file named by
+   * `TASKQUEUE_API_TOKEN_FILE`. Default: none, and then the API binds only to a loopback address.
+   */
+  apiToken: string | undefined;
+  /** Let the API serve without a token on a non-loopback address (`--insecure-no-auth`). Default false. */
+  insecureNoAuth: boolean;
   /** Handlers run at once by one worker process. Default 4. */
   workerCount: number;
   /**
@@ -177,6 +185,20 @@ export const CONFIG_SCHEMA = Type.Object({
     minimum: 0,
     maximum: 65_535,
     description: "HTTP API port. Default 8000; a TCP port number, 0 to 65535.",
+  }),
+  apiToken: Type.Optional(
+    Type.String({
+      env: "TASKQUEUE_API_TOKEN",
+      minLength: 1,
+      description:
+        "Bearer token of every API route but /health, /ready, /docs and /ui; at least 16 characters. No default: without it the API binds to loopback only.",
+    }),
+  ),
+  insecureNoAuth: Type.Boolean({
+    env: "TASKQUEUE_INSECURE_NO_AUTH",
+    default: false,
+    description:
+      "Serve the API without a token on a non-loopback address (--insecure-no-auth). Default false.",
   }),
   workerCount: Type.Integer({
     env: "WORKER_COUNT",

@@ -6,6 +6,7 @@
  * {@link ConfigError}), at start-up, before anything connects. Nothing is registered with
  * TypeBox's global registries (no format, no kind): the schema uses built-in kinds only.
  */
+import { readFileSync } from "node:fs";
 import type { TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import {
@@ -124,13 +125,57 @@ export function resolveConfig(options: TaskQueueOptions = {}): ResolvedConfig {
       "staleThresholdSeconds",
       `must be greater than heartbeatIntervalSeconds (${config.heartbeatIntervalSeconds}); at least twice is advisable, or live workers' jobs are reclaimed`,
     );
+  if (config.apiToken !== undefined && config.apiToken.length < MIN_API_TOKEN_LENGTH)
+    throw new ConfigError(
+      "apiToken",
+      `must be at least ${MIN_API_TOKEN_LENGTH} characters (say, \`openssl rand -hex 32\`)`,
+    );
   if (config.databaseUrl !== undefined && !isConnectionString(config.databaseUrl))
     throw new ConfigError("databaseUrl", "must be a postgres:// or postgresql:// URL");
   return config;
 }
 
-/** Options only the HTTP API uses: a process without it (worker, migrate, inspect) reads neither. */
-export const API_ONLY_OPTIONS = ["host", "port"] as const satisfies readonly (keyof ResolvedConfig)[];
+/** Shortest API token accepted: guessing 16 random characters is out of reach. */
+export const MIN_API_TOKEN_LENGTH = 16;
+
+/** Options only the HTTP API uses: a process without it (worker, migrate, inspect) reads none of them. */
+export const API_ONLY_OPTIONS = [
+  "host",
+  "port",
+  "apiToken",
+  "insecureNoAuth",
+] as const satisfies readonly (keyof ResolvedConfig)[];
+
+/**
+ * Variables that may instead be read from a file named by `<VARIABLE>_FILE` (Docker and Kubernetes
+ * secrets): the file's content, without its trailing line break, is the value.
+ */
+export const SECRET_FILE_VARIABLES = ["DATABASE_URL", "TASKQUEUE_API_TOKEN"] as const;
+
+/**
+ * `env` with each `<VARIABLE>_FILE` of {@link SECRET_FILE_VARIABLES} replaced by the file's content
+ * as `<VARIABLE>` (one trailing line break dropped). `skip` names variables not to read.
+ * @throws {ConfigError} naming `<VARIABLE>_FILE` when both are set, or the file cannot be read or is empty.
+ */
+export function withSecretFiles(env: NodeJS.ProcessEnv, skip: readonly string[] = []): NodeJS.ProcessEnv {
+  const result = { ...env };
+  for (const variable of SECRET_FILE_VARIABLES) {
+    const fileVariable = `${variable}_FILE`;
+    const path = env[fileVariable];
+    if (path === undefined || path === "" || skip.includes(variable)) continue;
+    if (env[variable] !== undefined && env[variable] !== "")
+      throw new ConfigError(fileVariable, `is set, and so is ${variable}: set only one of them`);
+    let content: string;
+    try {
+      content = readFileSync(path, "utf8").replace(/\r?\n$/, "");
+    } catch (error) {
+      throw new ConfigError(fileVariable, `cannot read ${path}: ${(error as Error).message}`);
+    }
+    if (content === "") throw new ConfigError(fileVariable, `${path} is empty`);
+    result[variable] = content;
+  }
+  return result;
+}
 
 /**
  * Reads options from environment variables (DATABASE_URL, PORT, WORKER_COUNT, ...: each
@@ -140,12 +185,33 @@ export const API_ONLY_OPTIONS = ["host", "port"] as const satisfies readonly (ke
  * @throws {ConfigError} naming the environment variable at fault.
  */
 export function configFromEnv(
-  env: NodeJS.ProcessEnv = process.env,
+  environment: NodeJS.ProcessEnv = process.env,
   overrides: TaskQueueOptions = {},
   unused: readonly (keyof ResolvedConfig)[] = [],
 ): ResolvedConfig {
   const options: Record<string, unknown> = {};
   const given = stripUndefined(overrides);
+  const env = withSecretFiles(
+    environment,
+    FIELDS.filter((field) => field in given || unused.includes(field)).map((field) => PROPERTIES[field].env),
+  );
+  try {
+    return configFromVariables(env, options, given, unused);
+  } catch (error) {
+    // A value read from `<VARIABLE>_FILE` is named by that variable.
+    if (!(error instanceof ConfigError)) throw error;
+    const fileVariable = `${error.field}_FILE`;
+    if (!environment[fileVariable] || environment[error.field]) throw error;
+    throw new ConfigError(fileVariable, error.message.slice(error.field.length + 2));
+  }
+}
+
+function configFromVariables(
+  env: NodeJS.ProcessEnv,
+  options: Record<string, unknown>,
+  given: TaskQueueOptions,
+  unused: readonly (keyof ResolvedConfig)[],
+): ResolvedConfig {
   for (const field of FIELDS) {
     const schema = PROPERTIES[field];
     const raw = env[schema.env];

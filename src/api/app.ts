@@ -9,6 +9,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { ResolvedConfig } from "../config.js";
 import type { Ledger } from "../queue/ledger.js";
+import { BEARER_SECURITY_SCHEME, registerBearerAuth, SECURITY_SCHEME } from "./auth.js";
 import { registerBodyAdmission } from "./body-admission.js";
 import { boundedLedger } from "./deadline.js";
 import { registerJsonBodyParser } from "./json-body.js";
@@ -66,7 +67,8 @@ function packageVersion(): string {
  * GET /dead-letters/:job_id, POST /dead-letters/:job_id/replay, POST /dead-letters/replay,
  * DELETE /dead-letters/:job_id, POST /dead-letters/discard, GET /metrics, GET /metrics/prometheus,
  * GET /stats/types, GET /stats/throughput, GET /workers, GET /health, GET /ready, GET /docs (Swagger UI),
- * GET /docs/json (OpenAPI 3.1), GET /ui (the web dashboard, static files; routes/ui.ts).
+ * GET /docs/json (OpenAPI 3.1), GET /ui (the web dashboard, static files; routes/ui.ts). With
+ * `config.apiToken`, every route but /health, /ready, /docs and /ui needs `Authorization: Bearer` (auth.ts).
  * Every error answer is RFC 9457 problem+json (see problem.ts). The caller owns the ledger's pool;
  * `app.close()` does not end it. Registers taskqueue's two TypeBox kinds (`TaskQueue:*`, see
  * kinds.ts) in TypeBox's process-wide TypeRegistry, and nothing else there.
@@ -92,6 +94,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(typeBoxValidatorCompiler);
+  // With config.apiToken, every route needs the bearer token but /health, /ready, /docs and /ui
+  // (auth.ts); checked first, before any other hook looks at the request.
+  registerBearerAuth(app, config.apiToken);
   // JSON only: any other media type is answered 415 (Fastify also parses text/plain by default).
   registerJsonBodyParser(app);
   // Content-Encoding and the in-flight body budget, both checked before a body is read.
@@ -118,6 +123,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
         { name: "metrics", description: "Queue figures across every worker process." },
         { name: "health", description: "Liveness and readiness probes." },
       ],
+      components: { securitySchemes: { [SECURITY_SCHEME]: BEARER_SECURITY_SCHEME } },
+      // Every operation needs the token when the server has one; the probes say `security: []`.
+      ...(config.apiToken ? { security: [{ [SECURITY_SCHEME]: [] }] } : {}),
     },
   });
   await app.register(swaggerUi, { routePrefix: "/docs" });

@@ -5,7 +5,13 @@
  */
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
-import { API_ONLY_OPTIONS, configFromEnv, environmentVariables, type TaskQueueOptions } from "../config.js";
+import {
+  API_ONLY_OPTIONS,
+  configFromEnv,
+  environmentVariables,
+  type TaskQueueOptions,
+  withSecretFiles,
+} from "../config.js";
 import { createPool } from "../db/pool.js";
 import { ConfigError, EmbeddedPostgresUnavailableError } from "../errors.js";
 import { TaskQueue } from "../index.js";
@@ -21,13 +27,14 @@ const DEFAULT_OF: Record<string, string> = {
   DATABASE_URL: "(none: npm start / taskqueue start run an embedded PostgreSQL)",
   WORKER_PREFETCH: "WORKER_COUNT",
   ALLOWED_JOB_TYPES: "(none: any type)",
+  TASKQUEUE_API_TOKEN: "(none: the API binds to loopback only)",
 };
 
 function envHelp(): string {
   const rows = environmentVariables().map(
     (v) => `  ${v.env.padEnd(28)} ${v.default === undefined ? (DEFAULT_OF[v.env] ?? "") : String(v.default)}`,
   );
-  return `\nEnvironment (variable, default):\n${rows.join("\n")}\n`;
+  return `\nEnvironment (variable, default):\n${rows.join("\n")}\n\nDATABASE_URL_FILE and TASKQUEUE_API_TOKEN_FILE name files holding those two (secrets).\n`;
 }
 
 /** The version in package.json (three levels above dist/src/cli/, in the repository and in a package). */
@@ -65,8 +72,12 @@ function workerFlags(command: Command): Command {
     );
 }
 
+const INSECURE_HELP =
+  "serve without TASKQUEUE_API_TOKEN on a non-loopback HOST (overrides TASKQUEUE_INSECURE_NO_AUTH); only behind something that authenticates";
+
 /** The command-line flag that sets each option field a role command takes. */
 const FLAG_OF_OPTION: Record<string, string> = {
+  insecureNoAuth: "--insecure-no-auth",
   workerCount: "--concurrency",
   lockSessions: "--lock-sessions",
   port: "--port",
@@ -79,6 +90,7 @@ interface RoleFlags {
   handlers?: string;
   port?: number;
   migrate?: boolean;
+  insecureNoAuth?: boolean;
 }
 
 async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean; allowEmbedded: boolean }) {
@@ -86,6 +98,7 @@ async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean;
     workerCount: flags.concurrency,
     lockSessions: flags.lockSessions,
     port: flags.port,
+    insecureNoAuth: flags.insecureNoAuth ? true : undefined,
   };
   let config: ReturnType<typeof configFromEnv>;
   try {
@@ -118,6 +131,7 @@ workerFlags(
       "API and workers in one process; with no DATABASE_URL, on an embedded PostgreSQL kept in .taskqueue/",
     )
     .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port("--port")))
+    .option("--insecure-no-auth", INSECURE_HELP)
     .option("--no-migrate", "do not migrate at start"),
 ).action((flags: RoleFlags) => runRole(flags, { api: true, worker: true, allowEmbedded: true }));
 
@@ -125,6 +139,7 @@ program
   .command("api")
   .description("the REST API only (needs DATABASE_URL)")
   .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port("--port")))
+  .option("--insecure-no-auth", INSECURE_HELP)
   .option("--no-migrate", "do not migrate at start")
   .action((flags: RoleFlags) => runRole(flags, { api: true, worker: false, allowEmbedded: false }));
 
@@ -186,7 +201,8 @@ program
       .argParser(positiveNumber("--timeout")),
   )
   .action(async (flags: { url: string; timeout: number }) => {
-    const failed = await smoke(flags.url, flags.timeout);
+    // The API's token, if the deployment has one (TASKQUEUE_API_TOKEN or its _FILE).
+    const failed = await smoke(flags.url, flags.timeout, withSecretFiles(process.env).TASKQUEUE_API_TOKEN);
     process.exitCode = failed === 0 ? 0 : 1;
   });
 

@@ -7,6 +7,7 @@ import { pathToFileURL } from "node:url";
 import type { FastifyInstance } from "fastify";
 import type pg from "pg";
 import { buildApp } from "../api/app.js";
+import { assertSafeBind } from "../api/auth.js";
 import type { WorkerHealth } from "../api/routes/health.js";
 import type { ResolvedConfig } from "../config.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../db/embedded.js";
@@ -103,6 +104,8 @@ function withModuleResolved(
 
 /** Starts the requested roles. @throws {ConfigError} on bad configuration. */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
+  // No token on a reachable address is refused before anything starts.
+  if (options.api) assertSafeBind(options.config);
   const logger = createLogger(options.config.logLevel);
   let embedded: EmbeddedDatabase | null = null;
   let config = options.config;

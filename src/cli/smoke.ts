@@ -15,13 +15,17 @@ function expect(condition: boolean, message: string): void {
   if (!condition) throw new CheckFailure(message);
 }
 
-/** Runs every check against `baseUrl`, printing a line each; resolves with the failure count. */
-export async function smoke(baseUrl: string, timeoutSeconds: number): Promise<number> {
+/**
+ * Runs every check against `baseUrl`, printing a line each; resolves with the failure count.
+ * `apiToken`, when given, is sent as `Authorization: Bearer` with every request.
+ */
+export async function smoke(baseUrl: string, timeoutSeconds: number, apiToken?: string): Promise<number> {
   const url = (path: string) => new URL(path, baseUrl).toString();
+  const auth: Record<string, string> = apiToken ? { authorization: `Bearer ${apiToken}` } : {};
   const call = async (method: string, path: string, body?: unknown) => {
     const response = await fetch(url(path), {
       method,
-      headers: body === undefined ? {} : { "content-type": "application/json" },
+      headers: body === undefined ? auth : { ...auth, "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(timeoutSeconds * 1000),
     });

@@ -84,7 +84,9 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
   app.get(
     "/health",
     {
+      config: { auth: false },
       schema: {
+        security: [],
         tags: ["health"],
         summary: "Liveness probe",
         description: "200 while the process serves HTTP. Does not touch the database.",
@@ -97,7 +99,9 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
   app.get(
     "/ready",
     {
+      config: { auth: false },
       schema: {
+        security: [],
         tags: ["health"],
         summary: "Readiness probe",
         description:

@@ -66,8 +66,10 @@ export const uiRoutes: FastifyPluginAsync = async (app) => {
       .send(body);
   };
   const schema = { hide: true };
-  app.get("/ui", { schema }, (_request, reply) => send(reply, "index.html"));
-  app.get("/ui/", { schema }, (_request, reply) => reply.redirect("/ui", 308));
-  app.get("/ui/app.js", { schema }, (_request, reply) => send(reply, "app.js"));
-  app.get("/ui/app.css", { schema }, (_request, reply) => send(reply, "app.css"));
+  // The files hold no data; the page's calls carry the token (auth.ts lets these routes through).
+  const config = { auth: false };
+  app.get("/ui", { schema, config }, (_request, reply) => send(reply, "index.html"));
+  app.get("/ui/", { schema, config }, (_request, reply) => reply.redirect("/ui", 308));
+  app.get("/ui/app.js", { schema, config }, (_request, reply) => send(reply, "app.js"));
+  app.get("/ui/app.css", { schema, config }, (_request, reply) => send(reply, "app.css"));
 };
