@@ -18,6 +18,7 @@ import { Ledger } from "../queue/ledger.js";
 import { assertSessionPooling } from "../queue/pooling.js";
 import type { HandlerRegistry, RegisteredHandler, SandboxedHandlerSpec } from "../worker/registry.js";
 import type { Worker } from "../worker/worker.js";
+import { EMBEDDED_STATE_FILE, writeEmbeddedState } from "./embedded-state.js";
 
 /** Where `npm start` keeps the embedded database's data, relative to the working directory. */
 export const EMBEDDED_DATA_DIR = ".taskqueue/pgdata";
@@ -110,6 +111,8 @@ function withModuleResolved(
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const logger = createLogger(options.config.logLevel);
   let embedded: EmbeddedDatabase | null = null;
+  /** Removes the embedded database's state file (embedded-state.ts); set once it is written. */
+  let removeState: (() => void) | null = null;
   let config = options.config;
   if (!config.databaseUrl) {
     if (!options.allowEmbedded)
@@ -123,7 +126,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       log: (line) => logger.debug({ postgres: line }),
     });
     config = { ...config, databaseUrl: embedded.connectionString };
-    logger.info({ port: embedded.port, dataDir: embedded.dataDir }, "embedded PostgreSQL ready");
+    removeState = writeEmbeddedState({ databaseUrl: embedded.connectionString, port: embedded.port });
+    logger.info(
+      { port: embedded.port, dataDir: embedded.dataDir, stateFile: EMBEDDED_STATE_FILE },
+      "embedded PostgreSQL ready",
+    );
   }
   const queue = new TaskQueue({ ...config, logger });
   let app: FastifyInstance | null = null;
@@ -136,6 +143,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await worker?.stop();
     await queue.close().catch(() => undefined);
     await embedded?.stop();
+    removeState?.();
   };
   try {
     // First: behind a transaction pooler even the migration must send its statements unnamed, and
