@@ -99,7 +99,16 @@ export interface ResolvedConfig {
   pruneIntervalSeconds: number;
   /** Log level. Default `"info"`. */
   logLevel: LogLevel;
+  /**
+   * What sits between taskqueue and PostgreSQL (README, "PgBouncer"). `"auto"` (default): the CLI
+   * probes at start; `"session"`: PostgreSQL or a session-mode pool, no probe; `"transaction"`: a
+   * transaction-mode pooler, so statements go out unnamed and workers refuse to start.
+   */
+  databasePooling: DatabasePooling;
 }
+
+/** Values of `databasePooling`. */
+export type DatabasePooling = "auto" | "session" | "transaction";
 
 /** The library's options object: any subset of {@link ResolvedConfig}. */
 export type TaskQueueOptions = Partial<ResolvedConfig>;
@@ -347,6 +356,15 @@ export const CONFIG_SCHEMA = Type.Object({
   logLevel: Type.Union(
     LOG_LEVELS.map((level) => Type.Literal(level)),
     { env: "LOG_LEVEL", default: "info", description: 'pino log level. Default "info".' },
+  ),
+  databasePooling: Type.Union(
+    (["auto", "session", "transaction"] as const).map((mode) => Type.Literal(mode)),
+    {
+      env: "DATABASE_POOLING",
+      default: "auto",
+      description:
+        'What sits in front of PostgreSQL: "auto" (probe at start), "session" or "transaction" (a transaction-mode pooler: unnamed statements, no workers). Default "auto".',
+    },
   ),
 });
 

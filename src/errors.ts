@@ -319,3 +319,25 @@ export class PoolTimeoutError extends DatabaseUnavailableError {
     );
   }
 }
+
+/**
+ * A worker cannot run behind a transaction-mode (or statement-mode) connection pooler: it holds
+ * each running job's advisory lock and its LISTEN on a session of its own (DESIGN.md §5), and such
+ * a pooler hands the server session to other clients between transactions. Thrown by
+ * `Worker.start` (and the CLI's `worker` and `start`) when `databasePooling` is `"transaction"`,
+ * or when the probe finds such a pooler. Point workers at PostgreSQL directly, or at a
+ * session-mode pool.
+ */
+export class PoolingModeError extends TaskQueueError {
+  constructor(
+    /** The pooling mode found: `"transaction"` or `"statement"`. */
+    readonly mode: string,
+    /** How it was found, e.g. `"DATABASE_POOLING=transaction"` or the pids the probe saw. */
+    readonly evidence: string,
+  ) {
+    super(
+      "pooling_mode_unsupported",
+      `workers cannot run behind a ${mode}-mode connection pooler (${evidence}): a worker holds advisory locks and LISTEN on a session of its own, which ${mode} pooling hands to other clients. Point the worker's DATABASE_URL at PostgreSQL directly or at a session-mode pool (PgBouncer pool_mode=session); the API may stay behind the ${mode} pooler`,
+    );
+  }
+}

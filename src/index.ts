@@ -15,7 +15,7 @@
  */
 import type pg from "pg";
 import { type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "./config.js";
-import { createPool } from "./db/pool.js";
+import { createPool, setNamedStatements } from "./db/pool.js";
 import { ConfigError } from "./errors.js";
 import { createLogger, type Logger } from "./log.js";
 import type {
@@ -33,6 +33,7 @@ import {
   Ledger,
 } from "./queue/ledger.js";
 import { type MigrateResult, migrate } from "./queue/migrate.js";
+import { type PoolingProbe, resolvePooling } from "./queue/pooling.js";
 import type { PruneReport } from "./queue/retention.js";
 import type { DeadLetterJob, Job, JobSpec, ListJobsQuery, QueueMetrics } from "./queue/types.js";
 import { registerBuiltinHandlers } from "./worker/handlers/index.js";
@@ -63,6 +64,7 @@ export {
   LockSessionLostError,
   PayloadError,
   PermanentJobError,
+  PoolingModeError,
   PoolTimeoutError,
   QueueFullError,
   SchemaVersionError,
@@ -87,6 +89,7 @@ export {
   MAX_BATCH_JOBS,
 } from "./queue/ledger.js";
 export type { FailedStatus } from "./queue/lock-session.js";
+export { type PoolingMode, type PoolingProbe, probePooling } from "./queue/pooling.js";
 export type { PruneReport, RetentionPolicy } from "./queue/retention.js";
 export type {
   AttemptError,
@@ -153,6 +156,7 @@ export class TaskQueue {
   readonly pool: pg.Pool;
   private readonly ownsPool: boolean;
   private readonly workers = new Set<Worker>();
+  private pooling: Promise<PoolingProbe> | null = null;
 
   /** @throws {ConfigError} on a bad option, or when `databaseUrl` is missing. */
   constructor(options: TaskQueueInit = {}) {
@@ -170,10 +174,30 @@ export class TaskQueue {
         max: config.poolSize,
         connectTimeoutSeconds: config.connectTimeoutSeconds,
         statementTimeoutSeconds: config.statementTimeoutSeconds,
+        namedStatements: config.databasePooling !== "transaction",
       });
     this.pool.on("error", (error) => this.logger.warn({ err: error }, "idle pool connection failed"));
     this.ledger = new Ledger(this.pool, config.schema, config);
     if (builtinHandlers) registerBuiltinHandlers(this.registry);
+  }
+
+  /**
+   * The pooling mode in front of PostgreSQL: as `databasePooling` declares it, or, for `"auto"`,
+   * probed once (src/queue/pooling.ts; two short connections) and remembered. Behind a
+   * transaction- or statement-mode pooler this queue's own pool sends its statements unnamed from
+   * then on, and workers refuse to start. The CLI calls it at start; a library user behind
+   * PgBouncer in transaction mode sets `databasePooling: "transaction"` instead (README, "PgBouncer").
+   * @throws the probe's connection error.
+   */
+  detectPooling(): Promise<PoolingProbe> {
+    this.pooling ??= resolvePooling(this.config).then((probe) => {
+      if (probe.mode !== "session") setNamedStatements(this.pool, false);
+      return probe;
+    });
+    this.pooling.catch(() => {
+      this.pooling = null;
+    });
+    return this.pooling;
   }
 
   /** Creates or upgrades the schema. Safe to run from many processes at once. */
@@ -300,6 +324,7 @@ export class TaskQueue {
       logger: this.logger,
       runReaper,
       types,
+      pooling: () => this.detectPooling(),
     });
     this.workers.add(worker);
     worker.once("worker:stopped", () => this.workers.delete(worker));

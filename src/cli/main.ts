@@ -17,8 +17,9 @@ import { ConfigError, EmbeddedPostgresUnavailableError } from "../errors.js";
 import { TaskQueue } from "../index.js";
 import { migrate } from "../queue/migrate.js";
 import { registerDeadLetterCommands } from "./dead.js";
+import { EMBEDDED_STATE_FILE, findEmbeddedState } from "./embedded-state.js";
 import { port, positiveInteger, positiveNumber } from "./flags.js";
-import { inspect } from "./inspect.js";
+import { inspect } from "./inspect/watch.js";
 import { runUntilSignal, startService } from "./service.js";
 import { smoke } from "./smoke.js";
 
@@ -172,18 +173,32 @@ program
 program
   .command("inspect")
   .description(
-    "a terminal view of the queue: depth, rates, workers, locks, dead letters (needs DATABASE_URL)",
+    "a terminal view of the queue: depth, rates, sizes, workers, held locks and their jobs, dead letters (DATABASE_URL, or the embedded database of a running npm start in this checkout)",
   )
-  .option("-w, --watch [seconds]", "redraw every few seconds (default 2) until Ctrl-C")
+  .option(
+    "-w, --watch [seconds]",
+    "redraw every few seconds (default 2), fitted to the terminal, until Ctrl-C",
+  )
   .action(async (flags: { watch?: string | boolean }) => {
-    const config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
-    if (!config.databaseUrl) throw new ConfigError("DATABASE_URL", "is required for inspect");
+    let config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
+    if (!config.databaseUrl) {
+      const embedded = findEmbeddedState();
+      if (!embedded)
+        throw new ConfigError(
+          "DATABASE_URL",
+          `is required for inspect, unless a taskqueue start on its embedded PostgreSQL runs in this checkout (${EMBEDDED_STATE_FILE})`,
+        );
+      config = { ...config, databaseUrl: embedded.databaseUrl };
+    }
     const seconds = flags.watch === undefined ? null : flags.watch === true ? 2 : Number(flags.watch);
     if (seconds !== null && !(seconds > 0))
       throw new ConfigError("--watch", "must be a positive number of seconds");
     const queue = new TaskQueue({ ...config, logLevel: "warn" });
     try {
-      await inspect(queue.ledger, queue.config, seconds);
+      // Behind a transaction pooler its reads must go unnamed; a database that does not answer yet
+      // shows as error lines below.
+      await queue.detectPooling().catch(() => undefined);
+      await inspect(queue.ledger, queue.config.staleThresholdSeconds, seconds);
     } finally {
       await queue.close();
     }

@@ -16,8 +16,10 @@ import { ConfigError, HandlerModuleError, HandlerTypeError } from "../errors.js"
 import { TaskQueue } from "../index.js";
 import { createLogger, type Logger } from "../log.js";
 import { Ledger } from "../queue/ledger.js";
+import { assertSessionPooling } from "../queue/pooling.js";
 import type { HandlerRegistry, RegisteredHandler, SandboxedHandlerSpec } from "../worker/registry.js";
 import type { Worker } from "../worker/worker.js";
+import { EMBEDDED_STATE_FILE, writeEmbeddedState } from "./embedded-state.js";
 
 /** Where `npm start` keeps the embedded database's data, relative to the working directory. */
 export const EMBEDDED_DATA_DIR = ".taskqueue/pgdata";
@@ -58,8 +60,12 @@ export interface RunningService {
  * each statement at `apiTimeoutSeconds` (or `statementTimeoutSeconds` if lower), when the request
  * answers 503 anyway; connecting is bounded by the lower of `connectTimeoutSeconds` and it.
  */
-export function createApiPool(config: ResolvedConfig & { databaseUrl: string }): pg.Pool {
+export function createApiPool(
+  config: ResolvedConfig & { databaseUrl: string },
+  namedStatements = true,
+): pg.Pool {
   return createPool({
+    namedStatements,
     connectionString: config.databaseUrl,
     applicationName: "taskqueue-api",
     max: config.poolSize,
@@ -108,6 +114,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   if (options.api) assertSafeBind(options.config);
   const logger = createLogger(options.config.logLevel);
   let embedded: EmbeddedDatabase | null = null;
+  /** Removes the embedded database's state file (embedded-state.ts); set once it is written. */
+  let removeState: (() => void) | null = null;
   let config = options.config;
   if (!config.databaseUrl) {
     if (!options.allowEmbedded)
@@ -121,7 +129,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       log: (line) => logger.debug({ postgres: line }),
     });
     config = { ...config, databaseUrl: embedded.connectionString };
-    logger.info({ port: embedded.port, dataDir: embedded.dataDir }, "embedded PostgreSQL ready");
+    removeState = writeEmbeddedState({ databaseUrl: embedded.connectionString, port: embedded.port });
+    logger.info(
+      { port: embedded.port, dataDir: embedded.dataDir, stateFile: EMBEDDED_STATE_FILE },
+      "embedded PostgreSQL ready",
+    );
   }
   const queue = new TaskQueue({ ...config, logger });
   let app: FastifyInstance | null = null;
@@ -134,8 +146,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     await worker?.stop();
     await queue.close().catch(() => undefined);
     await embedded?.stop();
+    removeState?.();
   };
   try {
+    // First: behind a transaction pooler even the migration must send its statements unnamed, and
+    // a worker role is refused before it migrates anything.
+    const pooling = await queue.detectPooling();
+    if (pooling.mode !== "session") {
+      if (options.worker) assertSessionPooling(pooling);
+      logger.info(pooling, "transaction pooler in front of PostgreSQL: statements are sent unnamed");
+    }
     if (options.migrate !== false) {
       const result = await queue.migrate();
       logger.info(result, result.applied.length ? "schema migrated" : "schema up to date");
@@ -151,7 +171,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (options.api) {
       // The API has a pool of its own, so handlers that exhaust the queue's pool (addJob without
       // {client} inside a handler's transaction) never hold POST /jobs behind them.
-      apiPool = createApiPool(queue.config);
+      apiPool = createApiPool(queue.config, pooling.mode === "session");
       apiPool.on("error", (error) => logger.warn({ err: error }, "idle API pool connection failed"));
       const running = worker as (Worker & { health?: () => WorkerHealth }) | null;
       // Worker.health() comes with the worker's connection states; until then /ready checks the database only.

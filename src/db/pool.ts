@@ -28,6 +28,44 @@ export interface PoolOptions extends ConnectionOptions {
   connectTimeoutSeconds?: number;
   /** Server-side `statement_timeout` of each connection. Default 30 s. */
   statementTimeoutSeconds?: number;
+  /**
+   * Prepare taskqueue's statements under their names (see src/queue/sql/statement.ts). Default
+   * true; false sends them unnamed, as a transaction-mode pooler needs ({@link setNamedStatements}).
+   */
+  namedStatements?: boolean;
+}
+
+/**
+ * Whether a pool's connections prepare statements under their names. Shared by the pool and the
+ * clients it builds, so that {@link setNamedStatements} also changes the clients already open.
+ */
+interface StatementNaming {
+  named: boolean;
+}
+
+/**
+ * A query config without its `name`: pg then sends it as the unnamed statement, parsed again at
+ * every call. Behind a transaction-mode pooler (PgBouncer `pool_mode=transaction`) consecutive
+ * transactions of one client run on different server sessions, so a named statement that one
+ * client prepared on a server session collides with another client's Parse of the same name there
+ * (`prepared statement "…" already exists`), or is missing where the client believes it exists.
+ */
+function withoutName(config: unknown): unknown {
+  if (typeof config !== "object" || config === null || !("name" in config)) return config;
+  // A submittable (a cursor, a stream) is an object with behaviour of its own: passed as it is.
+  if (typeof (config as { submit?: unknown }).submit === "function") return config;
+  return { ...config, name: undefined };
+}
+
+/**
+ * `client` whose queries go out unnamed (see {@link withoutName}): for a caller's client (an
+ * enqueue inside the application's transaction) on a pool known to sit behind a transaction pooler.
+ */
+export function unnamedQueryable(client: Queryable): Queryable {
+  return {
+    query: ((config: unknown, ...rest: unknown[]) =>
+      (client.query as (...args: unknown[]) => unknown)(withoutName(config), ...rest)) as Queryable["query"],
+  };
 }
 
 /** TCP keepalive probes start after this much idle time, on pooled and dedicated connections. */
@@ -69,6 +107,8 @@ interface Pending {
 class DeadlineClient extends pg.Client {
   /** Client-side deadline of each query, ms (set by {@link deadlineClientFor}; see {@link extendQueryDeadline}). */
   declare deadlineMs: number;
+  /** The pool's statement naming (set by {@link deadlineClientFor}). */
+  declare naming: StatementNaming;
   /** Queries called and not yet answered, in call order (pg answers them in that order). */
   private readonly pending: Pending[] = [];
   private watchdog: NodeJS.Timeout | null = null;
@@ -77,7 +117,10 @@ class DeadlineClient extends pg.Client {
 
   /** pg's `query`, with the deadline (installed as `query` below). */
   deadlineQuery(...args: unknown[]): unknown {
-    const [config, second, third] = args;
+    const second = args[1];
+    const third = args[2];
+    // Unnamed behind a transaction pooler (see withoutName); a property read otherwise.
+    const config = this.naming.named ? args[0] : withoutName(args[0]);
     // Submittables (cursors, streams) report through their own callbacks: passed through as they are.
     if (typeof (config as { submit?: unknown } | null)?.submit === "function")
       return baseQuery.apply(this, args);
@@ -144,10 +187,14 @@ class DeadlineClient extends pg.Client {
 }
 DeadlineClient.prototype.query = DeadlineClient.prototype.deadlineQuery as pg.Client["query"];
 
-/** A {@link DeadlineClient} class whose queries have a deadline of `deadlineMs` (pg's pool builds clients from a class). */
-function deadlineClientFor(deadlineMs: number): typeof pg.Client {
+/**
+ * A {@link DeadlineClient} class whose queries have a deadline of `deadlineMs` and are named as
+ * `naming` says (pg's pool builds clients from a class).
+ */
+function deadlineClientFor(deadlineMs: number, naming: StatementNaming): typeof pg.Client {
   return class extends DeadlineClient {
     override deadlineMs = deadlineMs;
+    override naming = naming;
   };
 }
 
@@ -172,6 +219,9 @@ export function extendQueryDeadline(client: pg.ClientBase, deadlineMs: number): 
  * did not open in time a {@link DatabaseUnavailableError}. `pool.query` acquires through here too.
  */
 class BoundedPool extends pg.Pool {
+  /** Statement naming of this pool's clients (see {@link setNamedStatements}). */
+  naming: StatementNaming = { named: true };
+
   private translate(error: Error): Error {
     const waitedMs = this.options.connectionTimeoutMillis ?? 0;
     if (error.message === "timeout exceeded when trying to connect")
@@ -219,8 +269,9 @@ class BoundedPool extends pg.Pool {
  */
 export function createPool(options: PoolOptions): pg.Pool {
   const statementTimeoutSeconds = options.statementTimeoutSeconds ?? 30;
-  return new BoundedPool({
-    Client: deadlineClientFor(queryDeadlineMs(statementTimeoutSeconds)),
+  const naming: StatementNaming = { named: options.namedStatements ?? true };
+  const pool = new BoundedPool({
+    Client: deadlineClientFor(queryDeadlineMs(statementTimeoutSeconds), naming),
     connectionString: options.connectionString,
     application_name: options.applicationName ?? "taskqueue",
     max: options.max ?? 10,
@@ -231,6 +282,23 @@ export function createPool(options: PoolOptions): pg.Pool {
     // Also for the plain-text queries sent on taskqueue's own connections (see ./types.ts).
     types: TASKQUEUE_TYPES,
   });
+  pool.naming = naming;
+  return pool;
+}
+
+/**
+ * Makes the connections of `pool` (one from {@link createPool}; another pool is left alone) send
+ * taskqueue's statements named (`true`, the default: each is parsed once per connection) or unnamed
+ * (`false`: parsed at every call, as a transaction-mode pooler needs). Applies to connections
+ * already open as well.
+ */
+export function setNamedStatements(pool: pg.Pool, named: boolean): void {
+  if (pool instanceof BoundedPool) pool.naming.named = named;
+}
+
+/** Whether `pool` prepares named statements: false only after {@link setNamedStatements}(pool, false) or `namedStatements: false`. */
+export function namedStatements(pool: unknown): boolean {
+  return !(pool instanceof BoundedPool) || pool.naming.named;
 }
 
 /** Options of a dedicated session: {@link ConnectionOptions} and its connect bound. */

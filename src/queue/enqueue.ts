@@ -6,7 +6,7 @@
  * one comparison for the key.
  */
 import type pg from "pg";
-import type { Queryable } from "../db/pool.js";
+import { namedStatements, type Queryable, unnamedQueryable } from "../db/pool.js";
 import { PendingCap, type PendingCaps } from "./capacity.js";
 import { checkAllowedTypes, validateBatch } from "./checks.js";
 import { IDEMPOTENCY_WINDOW_SECONDS, insertKeyedJobs } from "./idempotency.js";
@@ -110,7 +110,7 @@ export class EnqueueLedger {
       return existing ?? insertedJob(storedSpec, row);
     }
     if (!options.client) return this.batcher.add(job);
-    const { rows } = await options.client.query<InsertedRow>({
+    const { rows } = await this.target(options).query<InsertedRow>({
       ...enqueueJob(this.schema),
       values: [job.type, job.payloadJson, job.priority, job.maxRetries, job.runAt],
     });
@@ -152,7 +152,7 @@ export class EnqueueLedger {
     if (jobs.length === 0) return [];
     if (!jobs.some((job) => job.idempotencyKey !== null)) {
       await this.admit(jobs, true);
-      return insertJobs(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
+      return insertJobs(this.target(options), this.schema, jobs, this.transactions(options));
     }
     const inserted = await this.insertValidated(jobs, options, true);
     return inserted.map(({ spec, row, existing }) => existing ?? insertedJob(spec, row));
@@ -170,7 +170,7 @@ export class EnqueueLedger {
     if (jobs.some((job) => job.idempotencyKey !== null))
       return (await this.insertValidated(jobs, options, true)).map(({ row }) => row.id);
     await this.admit(jobs, true);
-    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
+    const rows = await insertRows(this.target(options), this.schema, jobs, this.transactions(options));
     return rows.map((row) => row.id);
   }
 
@@ -195,7 +195,7 @@ export class EnqueueLedger {
   ): Promise<InsertedJob[]> {
     await this.admit(jobs, batch);
     if (jobs.some((job) => job.idempotencyKey !== null)) return this.insertKeyed(jobs, options, batch);
-    const rows = await insertRows(options.client ?? this.pool, this.schema, jobs, this.transactions(options));
+    const rows = await insertRows(this.target(options), this.schema, jobs, this.transactions(options));
     return rows.map((row, i) => ({ spec: jobs[i] as NormalizedJobSpec, row }));
   }
 
@@ -211,12 +211,22 @@ export class EnqueueLedger {
     options: EnqueueOptions,
     batch: boolean,
   ): Promise<InsertedJob[]> {
-    return insertKeyedJobs(options.client ?? this.pool, this.schema, jobs, {
+    return insertKeyedJobs(this.target(options), this.schema, jobs, {
       windowSeconds: this.idempotencyWindowSeconds,
       transactions: this.transactions(options),
       naming: options.naming ?? "camel",
       batch,
     });
+  }
+
+  /**
+   * Where the statements go: the caller's client, or the pool. The caller's client is sent unnamed
+   * statements when the pool is (behind a transaction pooler, src/db/pool.ts `withoutName`): its
+   * own transaction may run on any server session.
+   */
+  private target(options: EnqueueOptions): Queryable {
+    if (!options.client) return this.pool;
+    return namedStatements(this.pool) ? options.client : unnamedQueryable(options.client);
   }
 
   /** Where a large batch may open its own transaction: the pool, unless the caller gave its client. */

@@ -20,6 +20,7 @@ import {
   retryNow,
 } from "./dead-letters.js";
 import { EnqueueLedger, type LedgerOptions } from "./enqueue.js";
+import { type HeldLock, type RelationSize, readHeldLocks, readRelationSizes } from "./inspect.js";
 import { LIMITS } from "./job-shape.js";
 import { lockClassFor } from "./lock-class.js";
 import { readThroughput, readTypeDepths, type ThroughputMinute, type TypeDepth } from "./overview.js";
@@ -277,5 +278,15 @@ export class Ledger extends EnqueueLedger {
       values: [this.lockClass],
     });
     return rows.map((r) => ({ jobKey: r.job_key, pid: r.pid }));
+  }
+
+  /** Up to `limit` job advisory locks held now, oldest claim first, each with the job it belongs to. */
+  heldLocks(limit = 200): Promise<HeldLock[]> {
+    return readHeldLocks(this.pool, this.schema, limit);
+  }
+
+  /** The schema's tables and indexes with their sizes on disk, largest first. */
+  relationSizes(): Promise<RelationSize[]> {
+    return readRelationSizes(this.pool, this.schema);
   }
 }

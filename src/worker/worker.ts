@@ -18,6 +18,7 @@ import { HandlerMissingError, SchemaVersionError, WorkerStateError } from "../er
 import type { Logger } from "../log.js";
 import type { Ledger } from "../queue/ledger.js";
 import { latestSchemaVersion } from "../queue/migrate.js";
+import { assertSessionPooling, type PoolingProbe, resolvePooling } from "../queue/pooling.js";
 import { type StopReport, WorkerEmitter } from "./events.js";
 import { Lane } from "./lane.js";
 import type { UnreportedReports } from "./outcome-writer.js";
@@ -36,6 +37,11 @@ export interface WorkerOptions {
   runReaper?: boolean;
   /** Claim only these registered types. Default: every registered type. */
   types?: string[];
+  /**
+   * The pooling mode in front of PostgreSQL (src/queue/pooling.ts); the start refuses anything but
+   * a session of its own. Default: {@link resolvePooling} of `config` (a probe when `"auto"`).
+   */
+  pooling?: () => Promise<PoolingProbe>;
 }
 
 /**
@@ -72,6 +78,8 @@ export class Worker extends WorkerEmitter {
   private workerState: WorkerState = "created";
   private readonly config: WorkerOptions["config"];
   private readonly ledger: Ledger;
+  /** The pooling mode in front of PostgreSQL, asked once at start (see WorkerOptions.pooling). */
+  private readonly pooling: () => Promise<PoolingProbe>;
   private readonly types: string[];
   /** One lane per lock session, each with its share of `workerCount` and `prefetch`; at least one. */
   private readonly lanes: Lane[];
@@ -84,6 +92,7 @@ export class Worker extends WorkerEmitter {
     const { config, registry } = options;
     this.config = config;
     this.ledger = options.ledger;
+    this.pooling = options.pooling ?? (() => resolvePooling(config));
     const unknown = (options.types ?? []).filter((t) => !registry.get(t));
     if (unknown.length > 0) throw new HandlerMissingError(unknown);
     this.types = options.types ? [...new Set(options.types)].sort() : registry.types();
@@ -179,14 +188,20 @@ export class Worker extends WorkerEmitter {
   }
 
   private async startLanes(): Promise<void> {
-    const schemaChecked = this.checkSchemaVersion();
+    // The pooling check runs beside the lanes' connecting, and its refusal is the one reported:
+    // behind a transaction pooler a lane may fail first, for a reason that names no pooler.
+    const poolingChecked = this.pooling().then(assertSessionPooling);
+    const schemaChecked = Promise.all([this.checkSchemaVersion(), poolingChecked]).then(() => undefined);
     schemaChecked.catch(() => undefined);
     const results = await Promise.allSettled(this.lanes.map((lane) => lane.start(schemaChecked)));
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failure) {
       await Promise.all(this.lanes.map((lane) => lane.stop(0)));
       if (this.workerState === "starting") this.workerState = "failed";
-      throw failure.reason;
+      throw await poolingChecked.then(
+        () => failure.reason,
+        (refusal: unknown) => refusal,
+      );
     }
     // A stop that began during the start keeps every lane from claiming.
     if (this.workerState === "starting") {

@@ -50,7 +50,9 @@ it("inspect shows depth by status, live workers and dead letters", async () => {
   const { stdout } = await run(process.execPath, [CLI, "inspect"], { env: cliEnv(db, { PORT: "abc" }) });
   assert.match(stdout, /depth {4}pending 1 /);
   assert.match(stdout, /workers {2}1 live/);
-  assert.match(stdout, /recent dead letters/);
+  assert.match(stdout, /^dead {5}0 waiting, 0 recent$/m);
+  assert.match(stdout, /^tables {3}\w+ [\d.]+ K?i?B/m);
+  assert.match(stdout, /^taskqueue inspect · schema tq_test_\w+ v\d+ · /);
 });
 
 it("a bad value is named as the user gave it: the flag, or the environment variable", async () => {

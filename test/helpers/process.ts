@@ -1,5 +1,6 @@
 /** Runs the real `taskqueue` CLI as a child process against a test schema. */
 import { type ChildProcess, spawn } from "node:child_process";
+import { resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { TestDb } from "./db.js";
 
@@ -47,8 +48,13 @@ process.on("exit", () => {
   for (const child of running) child.kill("SIGKILL");
 });
 
-export function startCli(args: string[], env: NodeJS.ProcessEnv): CliProcess {
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+/** Starts the CLI with `args`; `cwd` (default this process's) is the directory it runs in. */
+export function startCli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): CliProcess {
+  const child = spawn(process.execPath, [resolve(CLI), ...args], {
+    env,
+    cwd,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   running.add(child);
   child.on("exit", () => running.delete(child));
   const logs: Record<string, unknown>[] = [];
