@@ -103,7 +103,7 @@ function withModuleResolved(
 
 /** Starts the requested roles. @throws {ConfigError} on bad configuration. */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
-  const logger = createLogger(options.config.logLevel);
+  const logger = createLogger(options.config.logLevel, "taskqueue", options.config.logFormat);
   let embedded: EmbeddedDatabase | null = null;
   let config = options.config;
   if (!config.databaseUrl) {
