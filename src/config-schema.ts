@@ -6,6 +6,9 @@
 import { type Static, Type } from "@sinclair/typebox";
 
 /** Log levels understood by the logger (pino's names). */
+/** How log lines are written (see {@link ResolvedConfig.logFormat}). */
+export type LogFormat = "auto" | "json" | "pretty";
+
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
 
 /** Everything taskqueue can be told. All fields are optional in {@link TaskQueueOptions}. */
@@ -43,6 +46,13 @@ export interface ResolvedConfig {
    * (docs/performance.md). At most `workerCount`.
    */
   lockSessions: number;
+  /**
+   * Port on which a worker process serves its own metrics (GET /metrics, Prometheus text: this
+   * process's job counters and process metrics). Default: none (not served); 0 picks a free port.
+   */
+  workerMetricsPort: number | undefined;
+  /** Interface the worker's metrics port binds to. Default `"127.0.0.1"`. */
+  workerMetricsHost: string;
   /** Poll for due jobs this often when no NOTIFY arrives. Default 5 s. */
   pollIntervalSeconds: number;
   /** Touch `heartbeat_at` of every held job and of the worker row this often. Default 10 s. */
@@ -97,6 +107,11 @@ export interface ResolvedConfig {
   retainDeadSeconds: number;
   /** A worker process that runs the reaper starts a pruning pass this often (one process at a time). Default 60 s. */
   pruneIntervalSeconds: number;
+  /**
+   * Log format: `json` (one JSON object per line), `pretty` (human-readable, pino-pretty) or `auto`
+   * (pretty when stdout is a terminal, else JSON). Default `"auto"`.
+   */
+  logFormat: LogFormat;
   /** Log level. Default `"info"`. */
   logLevel: LogLevel;
   /**
@@ -231,6 +246,21 @@ export const CONFIG_SCHEMA = Type.Object({
     maximum: 16,
     description: "Lock sessions per worker process. Default 1; a count, 1 to 16.",
   }),
+  workerMetricsPort: Type.Optional(
+    Type.Integer({
+      env: "WORKER_METRICS_PORT",
+      minimum: 0,
+      maximum: 65_535,
+      description:
+        "Port of a worker process's own GET /metrics. Default: not served; a TCP port number, 0 (any free port) to 65535.",
+    }),
+  ),
+  workerMetricsHost: Type.String({
+    env: "WORKER_METRICS_HOST",
+    default: "127.0.0.1",
+    minLength: 1,
+    description: 'Interface a worker\'s metrics port binds to. Default "127.0.0.1".',
+  }),
   pollIntervalSeconds: seconds(
     "POLL_INTERVAL_SECONDS",
     5,
@@ -353,6 +383,11 @@ export const CONFIG_SCHEMA = Type.Object({
     0.01,
     86_400,
   ),
+  logFormat: Type.Union([Type.Literal("auto"), Type.Literal("json"), Type.Literal("pretty")], {
+    env: "LOG_FORMAT",
+    default: "auto",
+    description: 'Log format: "json", "pretty" or "auto" (pretty when stdout is a terminal). Default "auto".',
+  }),
   logLevel: Type.Union(
     LOG_LEVELS.map((level) => Type.Literal(level)),
     { env: "LOG_LEVEL", default: "info", description: 'pino log level. Default "info".' },

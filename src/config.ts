@@ -19,6 +19,7 @@ import { ConfigError } from "./errors.js";
 
 export {
   CONFIG_SCHEMA,
+  type LogFormat,
   type LogLevel,
   MAX_WORKER_COUNT,
   type ResolvedConfig,

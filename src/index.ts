@@ -165,7 +165,7 @@ export class TaskQueue {
     if (!config.databaseUrl)
       throw new ConfigError("databaseUrl", "is required (a PostgreSQL connection string)");
     this.config = config as ResolvedConfig & { databaseUrl: string };
-    this.logger = logger ?? createLogger(config.logLevel);
+    this.logger = logger ?? createLogger(config.logLevel, "taskqueue", config.logFormat);
     this.ownsPool = !pool;
     this.pool =
       pool ??

@@ -1,9 +1,19 @@
 import { pino } from "pino";
-import type { LogLevel } from "./config.js";
+import { PinoPretty } from "pino-pretty";
+import type { LogFormat, LogLevel } from "./config.js";
 
-/** The logger every part of taskqueue writes to: pino, JSON lines on stdout. */
+/** The logger every part of taskqueue writes to: pino, on stdout. */
 export type Logger = pino.Logger;
 
-export function createLogger(level: LogLevel, name = "taskqueue"): Logger {
-  return pino({ name, level });
+/**
+ * A pino logger on stdout at `level`: JSON lines, or human-readable lines (pino-pretty, written
+ * synchronously in this thread) for `format` `pretty`, or `auto` when stdout is a terminal.
+ */
+export function createLogger(level: LogLevel, name = "taskqueue", format: LogFormat = "auto"): Logger {
+  const pretty = format === "pretty" || (format === "auto" && process.stdout.isTTY === true);
+  if (!pretty) return pino({ name, level });
+  return pino(
+    { name, level },
+    PinoPretty({ colorize: process.stdout.isTTY === true, sync: true, translateTime: "SYS:HH:MM:ss.l" }),
+  );
 }

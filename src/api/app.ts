@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import type { ResolvedConfig } from "../config.js";
 import type { Ledger } from "../queue/ledger.js";
 import { BEARER_SECURITY_SCHEME, registerBearerAuth, SECURITY_SCHEME } from "./auth.js";
@@ -88,11 +88,14 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     ...(typeof logger === "object"
       ? { loggerInstance: logger }
       : { logger: logger ? { level: config.logLevel } : false }),
+    // Fastify's two lines per request at info are replaced by one at debug (the hook below).
+    logController: new LogController({ disableRequestLogging: true }),
     frameworkErrors: (error, request, reply) => {
       sendProblem(reply, problemFor(error, request));
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  if (logger) logRequests(app);
   app.setValidatorCompiler(typeBoxValidatorCompiler);
   // With config.apiToken, every route needs the bearer token but /health, /ready, /docs and /ui
   // (auth.ts); checked first, before any other hook looks at the request.
@@ -142,4 +145,23 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   });
   await app.ready();
   return app;
+}
+
+/**
+ * One line per answered request at debug level: method, URL, status and duration. Operators see
+ * job events at info (the worker's job log); a request is seen with LOG_LEVEL=debug.
+ */
+function logRequests(app: FastifyInstance): void {
+  app.addHook("onResponse", (request, reply, done) => {
+    request.log.debug(
+      {
+        method: request.method,
+        url: request.url,
+        statusCode: reply.statusCode,
+        durationMs: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      "request",
+    );
+    done();
+  });
 }

@@ -66,6 +66,12 @@ function workerFlags(command: Command): Command {
         "lock sessions per worker process, each claiming and writing its own batches (overrides WORKER_LOCK_SESSIONS)",
       ).argParser(positiveInteger("--lock-sessions")),
     )
+    .addOption(
+      new Option(
+        "--metrics-port <n>",
+        "serve this worker process's own metrics at GET /metrics on this port (overrides WORKER_METRICS_PORT; host: WORKER_METRICS_HOST)",
+      ).argParser(port("--metrics-port")),
+    )
     .option("--types <list>", "claim only these job types, comma-separated (default: every registered type)")
     .option(
       "--handlers <module>",
@@ -82,6 +88,7 @@ const FLAG_OF_OPTION: Record<string, string> = {
   workerCount: "--concurrency",
   lockSessions: "--lock-sessions",
   port: "--port",
+  workerMetricsPort: "--metrics-port",
 };
 
 interface RoleFlags {
@@ -90,6 +97,7 @@ interface RoleFlags {
   types?: string;
   handlers?: string;
   port?: number;
+  metricsPort?: number;
   migrate?: boolean;
   insecureNoAuth?: boolean;
 }
@@ -100,6 +108,7 @@ async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean;
     lockSessions: flags.lockSessions,
     port: flags.port,
     insecureNoAuth: flags.insecureNoAuth ? true : undefined,
+    workerMetricsPort: flags.metricsPort,
   };
   let config: ReturnType<typeof configFromEnv>;
   try {

@@ -112,7 +112,7 @@ function withModuleResolved(
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   // No token on a reachable address is refused before anything starts.
   if (options.api) assertSafeBind(options.config);
-  const logger = createLogger(options.config.logLevel);
+  const logger = createLogger(options.config.logLevel, "taskqueue", options.config.logFormat);
   let embedded: EmbeddedDatabase | null = null;
   /** Removes the embedded database's state file (embedded-state.ts); set once it is written. */
   let removeState: (() => void) | null = null;

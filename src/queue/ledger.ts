@@ -24,7 +24,7 @@ import { type HeldLock, type RelationSize, readHeldLocks, readRelationSizes } fr
 import { LIMITS } from "./job-shape.js";
 import { lockClassFor } from "./lock-class.js";
 import { readThroughput, readTypeDepths, type ThroughputMinute, type TypeDepth } from "./overview.js";
-import { readMetrics, readWorkers } from "./reads.js";
+import { addJobEvents, readMetrics, readTypeFigures, readWorkers, type TypeFigures } from "./reads.js";
 import { type PruneReport, pruneHistory, type RetentionPolicy } from "./retention.js";
 import { heldJobLocks } from "./sql/claim.js";
 import { reapStaleJobs } from "./sql/finish.js";
@@ -198,6 +198,23 @@ export class Ledger extends EnqueueLedger {
    */
   metrics(workerLivenessSeconds: number): Promise<QueueMetrics> {
     return readMetrics(this.pool, this.schema, workerLivenessSeconds);
+  }
+
+  /**
+   * Counters, histograms and live gauges by job type (schema version 8) for the Prometheus
+   * exposition, database-wide: the same from every process.
+   */
+  typeFigures(): Promise<TypeFigures> {
+    return readTypeFigures(this.pool, this.schema);
+  }
+
+  /**
+   * Adds event counts to the database's counters by job type (job_totals), e.g. writes a worker
+   * could not hand in (`fenced`). The extension point for an event counted outside the statement
+   * that causes it; a statement that moves jobs counts in itself (sql/accounting.ts, countEvents).
+   */
+  addJobEvents(counts: readonly { type: string; event: string; count: number }[]): Promise<void> {
+    return addJobEvents(this.pool, this.schema, counts);
   }
 
   /**

@@ -5,6 +5,7 @@
  */
 import type { Queryable } from "../db/pool.js";
 import { TaskQueueError } from "../errors.js";
+import { countJobEvents, typeFigures } from "./sql/observability.js";
 import { listWorkers, metrics } from "./sql/read.js";
 import { JOB_STATUSES, type JobStatus, type QueueMetrics, type WorkerInfo } from "./types.js";
 
@@ -81,4 +82,58 @@ export async function readWorkers(
     heartbeatAt: r.heartbeat_at,
     heldJobs: r.held,
   }));
+}
+
+/** Figures by job type for the Prometheus exposition (schema version 8), database-wide. */
+export interface TypeFigures {
+  /** Events per type since schema version 8: `enqueued`, `retried`, `dead`, `cancelled`, `fenced`. */
+  totals: { type: string; event: string; count: number }[];
+  /** Completed jobs by type in histogram buckets (index into HISTOGRAM_BOUNDS_SECONDS; last: +Inf). */
+  histogram: {
+    type: string;
+    metric: "execution" | "queue_wait";
+    bucket: number;
+    count: number;
+    sumSeconds: number;
+  }[];
+  /** Jobs by type and active status, with the age (seconds) of the oldest due pending job. */
+  live: { type: string; status: JobStatus; jobs: number; oldestDueSeconds: number | null }[];
+}
+
+/** Reads {@link TypeFigures} in one statement. */
+export async function readTypeFigures(db: Queryable, schema: string): Promise<TypeFigures> {
+  const { rows } = await db.query<{
+    totals: [string, string, number][];
+    histogram: [string, "execution" | "queue_wait", number, number, number][];
+    live: [string, JobStatus, number, number | null][];
+  }>(typeFigures(schema));
+  const r = rows[0];
+  if (!r) throw new TaskQueueError("metrics_unavailable", "the metrics query returned no row");
+  return {
+    totals: r.totals.map(([type, event, count]) => ({ type, event, count })),
+    histogram: r.histogram.map(([type, metric, bucket, count, sumSeconds]) => ({
+      type,
+      metric,
+      bucket,
+      count,
+      sumSeconds,
+    })),
+    live: r.live.map(([type, status, jobs, oldestDueSeconds]) => ({ type, status, jobs, oldestDueSeconds })),
+  };
+}
+
+/**
+ * Adds `counts` to the database's event counters (job_totals), e.g. the `fenced` writes of a
+ * worker. Rows with a zero count are skipped.
+ */
+export async function addJobEvents(
+  db: Queryable,
+  schema: string,
+  counts: readonly { type: string; event: string; count: number }[],
+): Promise<void> {
+  if (counts.length === 0) return;
+  await db.query({
+    ...countJobEvents(schema),
+    values: [counts.map((c) => c.type), counts.map((c) => c.event), counts.map((c) => c.count)],
+  });
 }

@@ -40,9 +40,13 @@ export interface WorkerEvents {
   "worker:started": [{ workerId: string }];
   /** A claim took these jobs; their handlers start from here on. */
   "job:claimed": [{ jobs: ClaimedJob[] }];
-  "job:completed": [{ id: number }];
-  /** A failed attempt was written: `pending` (will retry) or `dead` (retries exhausted). */
-  "job:failed": [{ id: number; error: string; status: FailedStatus }];
+  /** A completion was written; `runMs`: the handler's run time, milliseconds. */
+  "job:completed": [{ id: number; runMs: number }];
+  /**
+   * A failed attempt was written: `pending` (will retry) or `dead` (retries exhausted);
+   * `runMs`: the handler's run time, milliseconds.
+   */
+  "job:failed": [{ id: number; error: string; status: FailedStatus; runMs: number }];
   "job:released": [{ id: number }];
   /** A write for this job was refused by the fence, or dropped (see {@link FenceReason}). */
   "job:fenced": [{ id: number; write: FencedWrite; reason: FenceReason }];

@@ -97,13 +97,12 @@ export class OutcomeWriter {
     this.scheduleFlush();
   }
 
-  /** Counts, logs and reports a write that was refused or dropped. */
+  /**
+   * Counts and reports a write that was refused or dropped (the worker's job log writes its line,
+   * job-observer.ts).
+   */
   fenced(id: number, write: FencedWrite, reason: FenceReason): void {
     this.fencedCount++;
-    this.logger.warn(
-      { jobId: id, write, reason },
-      "late write refused: this worker no longer owns the job's claim",
-    );
     this.events.emit("job:fenced", { id, write, reason });
   }
 
@@ -208,9 +207,7 @@ export class OutcomeWriter {
       const completedBatch = done;
       const completed = await session.writeCompletions(
         completedBatch,
-        this.afterUnlock(session, noop, (refused: number[]) =>
-          this.reportApplied(completedBatch, refused, "complete", "job:completed"),
-        ),
+        this.afterUnlock(session, noop, (refused: number[]) => this.reportCompleted(completedBatch, refused)),
       );
       done = [];
       this.waitForUnlock(completed.unlocked);
@@ -247,12 +244,21 @@ export class OutcomeWriter {
     }
   }
 
+  /** Reports each completion of a written batch, except those the fence `refused`. */
+  private reportCompleted(batch: readonly Completion[], refused: readonly number[]): void {
+    const refusedSet = refused.length > 0 ? new Set(refused) : null;
+    for (const { id, runMs } of batch) {
+      if (refusedSet?.has(id)) this.fenced(id, "complete", "refused");
+      else this.events.emit("job:completed", { id, runMs });
+    }
+  }
+
   /** Reports each job of a written batch as `event`, except those the fence `refused`. */
   private reportApplied(
     batch: readonly ClaimRef[],
     refused: readonly number[],
-    write: "complete" | "release",
-    event: "job:completed" | "job:released",
+    write: "release",
+    event: "job:released",
   ): void {
     const refusedSet = refused.length > 0 ? new Set(refused) : null;
     for (const { id } of batch) {
@@ -263,7 +269,7 @@ export class OutcomeWriter {
 
   private reportFailures(batch: readonly Failure[], outcomes: WriteOutcome[]): void {
     // Outcomes come back in batch order only by chance of the plan: match them by id.
-    const errors = new Map(batch.map((f) => [f.id, f.error]));
+    const failures = new Map(batch.map((f) => [f.id, f]));
     for (const o of outcomes) {
       if (!o.applied) {
         this.fenced(o.id, "fail", "refused");
@@ -271,8 +277,9 @@ export class OutcomeWriter {
       }
       this.events.emit("job:failed", {
         id: o.id,
-        error: errors.get(o.id) ?? "",
+        error: failures.get(o.id)?.error ?? "",
         status: o.status ?? "pending",
+        runMs: failures.get(o.id)?.runMs ?? 0,
       });
       if (o.status === "pending" && o.retry_in_seconds !== undefined)
         this.hooks.retryDueIn(o.retry_in_seconds);

@@ -16,10 +16,12 @@ import { hostname } from "node:os";
 import type { ResolvedConfig } from "../config.js";
 import { HandlerMissingError, SchemaVersionError, WorkerStateError } from "../errors.js";
 import type { Logger } from "../log.js";
+import { type MetricsServer, serveMetrics, WorkerProcessMetrics } from "../metrics/worker.js";
 import type { Ledger } from "../queue/ledger.js";
 import { latestSchemaVersion } from "../queue/migrate.js";
 import { assertSessionPooling, type PoolingProbe, resolvePooling } from "../queue/pooling.js";
 import { type StopReport, WorkerEmitter } from "./events.js";
+import { JobObserver } from "./job-observer.js";
 import { Lane } from "./lane.js";
 import type { UnreportedReports } from "./outcome-writer.js";
 import type { HandlerRegistry } from "./registry.js";
@@ -85,6 +87,10 @@ export class Worker extends WorkerEmitter {
   private readonly lanes: Lane[];
   private starting: Promise<void> | null = null;
   private stopPromise: Promise<StopReport> | null = null;
+  /** This process's own metrics, when `workerMetricsPort` is set (metrics/worker.ts). */
+  private readonly processMetrics: WorkerProcessMetrics | null;
+  private readonly observer: JobObserver;
+  private metricsServer: MetricsServer | null = null;
 
   /** @throws {HandlerMissingError} if a type of `types` has no registered handler. */
   constructor(options: WorkerOptions) {
@@ -136,6 +142,9 @@ export class Worker extends WorkerEmitter {
         },
       });
     });
+    this.processMetrics =
+      config.workerMetricsPort === undefined ? null : new WorkerProcessMetrics(() => this.runningCount);
+    this.observer = new JobObserver(this, this.logger, this.id, this.ledger, this.processMetrics);
     // A run-alone job runs only while the whole process holds nothing else (DESIGN.md §6).
     const gate = new RunAloneGate();
     for (const lane of this.lanes) lane.dispatcher.joinGate(gate);
@@ -160,6 +169,14 @@ export class Worker extends WorkerEmitter {
           : "stopped",
       notifyTrigger: triggers.includes(false) ? false : triggers.includes(true) ? true : null,
     };
+  }
+
+  /**
+   * Address of this process's metrics server (GET /metrics), once started; null when
+   * `workerMetricsPort` is not set.
+   */
+  get metricsAddress(): { host: string; port: number } | null {
+    return this.metricsServer ? { host: this.metricsServer.host, port: this.metricsServer.port } : null;
   }
 
   /** Handlers currently running, over every lane. */
@@ -188,6 +205,21 @@ export class Worker extends WorkerEmitter {
   }
 
   private async startLanes(): Promise<void> {
+    if (this.processMetrics && this.config.workerMetricsPort !== undefined) {
+      this.metricsServer = await serveMetrics(
+        this.processMetrics.registry,
+        this.config.workerMetricsHost,
+        this.config.workerMetricsPort,
+      ).catch((error: unknown) => {
+        this.workerState = "failed";
+        throw error;
+      });
+      const { host, port } = this.metricsServer;
+      this.logger.info(
+        { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}/metrics` },
+        "worker metrics served",
+      );
+    }
     // The pooling check runs beside the lanes' connecting, and its refusal is the one reported:
     // behind a transaction pooler a lane may fail first, for a reason that names no pooler.
     const poolingChecked = this.pooling().then(assertSessionPooling);
@@ -197,6 +229,7 @@ export class Worker extends WorkerEmitter {
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failure) {
       await Promise.all(this.lanes.map((lane) => lane.stop(0)));
+      await this.metricsServer?.close();
       if (this.workerState === "starting") this.workerState = "failed";
       throw await poolingChecked.then(
         () => failure.reason,
@@ -255,6 +288,8 @@ export class Worker extends WorkerEmitter {
       releasedJobIds: reports.flatMap((r) => r.releasedJobIds),
       abandonedJobIds: reports.flatMap((r) => r.abandonedJobIds),
     };
+    await this.observer.settled();
+    await this.metricsServer?.close();
     this.workerState = "stopped";
     this.logger.info(report, "worker stopped");
     this.emit("worker:stopped", report);

@@ -253,6 +253,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     },
     async (request, reply) => {
       const job = await ledger.cancelJob(request.params.id);
+      // The job log's line for a cancel (README, "Metrics and logs"): the API process writes it.
+      request.log.info(
+        { jobId: job.id, type: job.type, attempt: job.attempt, event: "cancelled" },
+        "job cancelled",
+      );
       return reply.send(toJobResponse(job));
     },
   );

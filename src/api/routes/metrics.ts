@@ -1,13 +1,13 @@
 /**
- * GET /metrics (JSON) and GET /metrics/prometheus (text exposition format). Both are computed from
- * one {@link Ledger.metrics} call per request, so they cover every worker process on every host.
+ * GET /metrics (JSON) and GET /metrics/prometheus (text exposition format, metrics/database.ts).
+ * Both are read from the database at each request, so they cover every worker process on every host.
  */
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
-import { Gauge, Registry } from "prom-client";
 import type { ResolvedConfig } from "../../config.js";
+import { DatabaseMetrics } from "../../metrics/database.js";
 import type { Ledger } from "../../queue/ledger.js";
-import { JOB_STATUSES, type QueueMetrics } from "../../queue/types.js";
+import type { QueueMetrics } from "../../queue/types.js";
 import { MetricsResponse, problemResponse } from "../schemas.js";
 
 /** Options of {@link metricsRoutes}. */
@@ -31,85 +31,12 @@ export function toMetricsResponse(m: QueueMetrics): MetricsResponse {
   };
 }
 
-/**
- * Prometheus gauges of one app, in their own registry (never the global one, so several apps in
- * one process do not collide). Values are set from one ledger snapshot at scrape time; a figure
- * the ledger reports as null (no jobs finished yet) is exported as NaN.
- */
-export class PrometheusMetrics {
-  readonly registry = new Registry();
-  private readonly depth: Gauge<"status">;
-  private readonly activeWorkers: Gauge;
-  private readonly jobsPerSecond: Gauge;
-  private readonly errorRate: Gauge;
-  private readonly averageExecution: Gauge;
-  private readonly executionQuantiles: Gauge<"quantile">;
-  private readonly executionSamples: Gauge;
-  private readonly deadLetter: Gauge;
-  private readonly fencedWrites: Gauge;
-  /** Scrapes run one after another, so that a text body never mixes two snapshots. */
-  private queue: Promise<unknown> = Promise.resolve();
-
-  constructor() {
-    const registers = [this.registry];
-    const gauge = <L extends string = string>(name: string, help: string, labelNames: L[] = []) =>
-      new Gauge<L>({ name: `taskqueue_${name}`, help, labelNames, registers });
-    this.depth = gauge("queue_depth", "Jobs per status.", ["status"]);
-    this.activeWorkers = gauge(
-      "active_workers",
-      "Worker lock sessions (one per worker process, or per lane) with a fresh heartbeat.",
-    );
-    this.jobsPerSecond = gauge("jobs_per_second", "Jobs completed per second over the trailing window.");
-    this.errorRate = gauge("error_rate", "Failed attempts / finished attempts over the trailing window.");
-    this.averageExecution = gauge(
-      "average_execution_seconds",
-      "Mean execution time of jobs completed in the trailing window (NaN when none).",
-    );
-    this.executionQuantiles = gauge(
-      "execution_seconds",
-      "Execution-time quantiles of the jobs completed in the trailing window, from a histogram of eight bins per doubling (NaN when none).",
-      ["quantile"],
-    );
-    this.executionSamples = gauge(
-      "execution_seconds_samples",
-      "Jobs completed in the trailing window, which the execution quantiles describe.",
-    );
-    this.deadLetter = gauge(
-      "dead_letter_jobs",
-      "Dead-letter entries whose job waits dead (not replayed since it died).",
-    );
-    this.fencedWrites = gauge("fenced_writes", "Late writes refused by the claim fence, over live workers.");
-  }
-
-  /** Sets every gauge from `m` and renders the registry in the text exposition format. */
-  render(m: QueueMetrics): Promise<string> {
-    const run = async (): Promise<string> => {
-      for (const status of JOB_STATUSES) this.depth.set({ status }, m.depth[status]);
-      this.activeWorkers.set(m.activeWorkers);
-      this.jobsPerSecond.set(m.jobsPerSecond);
-      this.errorRate.set(m.errorRate);
-      this.averageExecution.set(m.averageExecutionSeconds ?? Number.NaN);
-      const q = m.executionSecondsQuantiles;
-      this.executionQuantiles.set({ quantile: "0.5" }, q.p50 ?? Number.NaN);
-      this.executionQuantiles.set({ quantile: "0.9" }, q.p90 ?? Number.NaN);
-      this.executionQuantiles.set({ quantile: "0.99" }, q.p99 ?? Number.NaN);
-      this.executionSamples.set(q.samples);
-      this.deadLetter.set(m.deadLetterCount);
-      this.fencedWrites.set(m.fencedWrites);
-      return this.registry.metrics();
-    };
-    const result = this.queue.then(run, run);
-    this.queue = result.catch(() => undefined);
-    return result;
-  }
-}
-
 /** Registers GET /metrics and GET /metrics/prometheus. Database errors go to the problem handler. */
 export const metricsRoutes: FastifyPluginAsyncTypebox<MetricsRoutesOptions> = async (
   app,
   { ledger, config },
 ) => {
-  const prometheus = new PrometheusMetrics();
+  const prometheus = new DatabaseMetrics(ledger, config.staleThresholdSeconds);
 
   app.get(
     "/metrics",
@@ -137,11 +64,12 @@ export const metricsRoutes: FastifyPluginAsyncTypebox<MetricsRoutesOptions> = as
         tags: ["metrics"],
         summary: "Queue metrics (Prometheus)",
         description:
-          "The figures of GET /metrics in the Prometheus text exposition format, names prefixed `taskqueue_`: " +
-          '`taskqueue_queue_depth{status="pending"}`, `taskqueue_active_workers`, `taskqueue_jobs_per_second`, ' +
-          "`taskqueue_error_rate`, `taskqueue_average_execution_seconds`, " +
-          '`taskqueue_execution_seconds{quantile="0.5"|"0.9"|"0.99"}`, `taskqueue_execution_seconds_samples`, ' +
-          "`taskqueue_dead_letter_jobs`, `taskqueue_fenced_writes`.",
+          "Prometheus text exposition format. Database-wide (the same from every replica; scrape one): " +
+          "`taskqueue_jobs_{enqueued,completed,failed,retried,dead,cancelled,fenced}_total{type}` counters, " +
+          "`taskqueue_job_execution_seconds` and `taskqueue_job_queue_wait_seconds` histograms by type, " +
+          "`taskqueue_queue_depth{status}`, `taskqueue_queue_depth_by_type{status,type}`, " +
+          "`taskqueue_oldest_pending_age_seconds{type}`, `taskqueue_active_workers`, `taskqueue_dead_letter_jobs`. " +
+          "Per process: the serving process's `process_*` and `nodejs_*` metrics.",
         produces: [prometheus.registry.contentType],
         response: {
           200: {
@@ -153,8 +81,7 @@ export const metricsRoutes: FastifyPluginAsyncTypebox<MetricsRoutesOptions> = as
       },
     },
     async (_request, reply) => {
-      const m = await ledger.metrics(config.staleThresholdSeconds);
-      const text = await prometheus.render(m);
+      const text = await prometheus.render();
       return reply.type(prometheus.registry.contentType).send(text);
     },
   );

@@ -9,6 +9,12 @@
  * (held jobs are bounded by the lock table).
  * Every statement that changes `status` must use {@link countStatuses}; test/queue/metrics.test.ts
  * checks the counters against a full count after every path.
+ *
+ * Schema version 8 adds the Prometheus counters by job type in the same way: {@link countEvents}
+ * (job_totals: retried, dead, cancelled, fenced; `enqueued` comes from the insert trigger) and
+ * {@link recordHistograms} (job_histogram: execution and queue-wait seconds of completed jobs,
+ * whose count is also the number of completions). A statement that moves jobs into one of these
+ * events (a new cancel path, say) adds a {@link countEvents} CTE of its own.
  */
 
 /**
@@ -77,3 +83,55 @@ export const wakeForDue = (source: string): string =>
   `(SELECT coalesce(sum($S.wake_workers(t)), 0) AS notified
        FROM (SELECT ${dueTypes(source)} AS t) AS due
        WHERE t IS NOT NULL)`;
+
+/**
+ * Upper bounds (seconds) of the buckets of job_histogram (schema version 8), ascending; a last
+ * bucket, +Inf, follows them. Stored rows hold a bucket's index, so changing these bounds needs a
+ * migration that empties the table.
+ */
+export const HISTOGRAM_BOUNDS_SECONDS: readonly number[] = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+];
+
+/** The event names of job_totals (schema version 8). */
+export type CountedEvent = "enqueued" | "retried" | "dead" | "cancelled" | "fenced";
+
+/**
+ * A CTE body (or a statement by itself) adding per-type event counts to job_totals. `deltas` is a
+ * query of `(type text, event text, n bigint)` rows; rows of one type and event are summed, zero
+ * sums are skipped. The shard spreads concurrent writers over 16 rows, as job_counts' slot.
+ */
+export const countEvents = (deltas: string): string =>
+  `INSERT INTO $S.job_totals AS t (type, event, shard, count)
+       SELECT type, event, pg_backend_pid() % 16, sum(n) FROM (${deltas}) AS d(type, event, n)
+       GROUP BY type, event HAVING sum(n) <> 0
+       ON CONFLICT (type, event, shard) DO UPDATE SET count = t.count + excluded.count`;
+
+/**
+ * The job_histogram bucket of `secondsExpr`: the number of bounds strictly below it, so that a
+ * value equal to a bound counts in that bound's bucket (Prometheus' `le`). width_bucket counts the
+ * bounds at or below its operand, hence the negated, reversed bounds.
+ */
+const histogramBucket = (secondsExpr: string): string => {
+  const negated = [...HISTOGRAM_BOUNDS_SECONDS].reverse().map((b) => -b);
+  return `(${HISTOGRAM_BOUNDS_SECONDS.length} - width_bucket(-(${secondsExpr}), '{${negated.join(",")}}'::float8[]))::smallint`;
+};
+
+/**
+ * A CTE body adding the completed jobs of `source` (columns `type`, `exec_seconds`, `wait_seconds`)
+ * to job_histogram: per type, one row per bucket of execution seconds and of queue-wait seconds,
+ * with the count and the total seconds.
+ */
+export const recordHistograms = (source: string): string =>
+  `INSERT INTO $S.job_histogram AS h (type, metric, bucket, shard, count, sum_seconds)
+       SELECT type, metric, ${histogramBucket("seconds")}, pg_backend_pid() % 16, count(*), sum(seconds)
+       FROM (SELECT type, 'execution'::text, greatest(exec_seconds, 0) FROM ${source}
+             UNION ALL
+             SELECT type, 'queue_wait', greatest(coalesce(wait_seconds, 0), 0) FROM ${source}) AS v(type, metric, seconds)
+       GROUP BY 1, 2, 3
+       ON CONFLICT (type, metric, bucket, shard) DO UPDATE
+         SET count = h.count + excluded.count, sum_seconds = h.sum_seconds + excluded.sum_seconds`;
+
+/** A query of `(type, event, n)` rows counting failed attempts of `source` as `retried` or `dead`. */
+export const failureEvents = (source: string): string =>
+  `SELECT type, CASE WHEN status = 'dead' THEN 'dead' ELSE 'retried' END, count(*) FROM ${source} GROUP BY 1, 2`;

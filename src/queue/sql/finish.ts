@@ -1,4 +1,13 @@
-import { countStatuses, dueTypes, recordExecutionBins, recordStats, wakeForDue } from "./accounting.js";
+import {
+  countEvents,
+  countStatuses,
+  dueTypes,
+  failureEvents,
+  recordExecutionBins,
+  recordHistograms,
+  recordStats,
+  wakeForDue,
+} from "./accounting.js";
 import { type JsonArrayType, jsonArrayElements } from "./params.js";
 import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
 
@@ -59,13 +68,16 @@ function deadLetterInsert(cte: string) {
 
 /**
  * Counters of failed attempts whose rows (new status pending or dead) are CTE `cte`: the new
- * statuses are counted and each row is one failed attempt in this second's stats.
+ * statuses are counted, each row is one failed attempt in this second's stats, and one `retried`
+ * or `dead` event of its type (job_totals).
  */
 function failedAttemptCounts(cte: string) {
   return `${cte}_counted AS (
        ${countStatuses(`SELECT status, count(*) FROM ${cte} GROUP BY status`)}
      ), ${cte}_stats AS (
        ${recordStats({ source: cte, done: "0", failed: "count(*)", execSeconds: "0" })}
+     ), ${cte}_events AS (
+       ${countEvents(failureEvents(cte))}
      )`;
 }
 
@@ -99,7 +111,8 @@ export const writeDone = (schema: string, results: JsonArrayType = "jsonb"): Sta
   );
 
 /**
- * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`, `done_bins`): $1 ids, $2 attempts,
+ * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`, `done_bins`, `done_histograms`
+ * (schema version 8: execution and queue-wait seconds by type)): $1 ids, $2 attempts,
  * $3 results (one JSON array, read as `results`), $4 run times (ms), fenced on `workerId`.
  * Execution seconds come from `date_part` (float8), not `extract` (numeric, several times slower).
  */
@@ -112,13 +125,16 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
        SET status = 'done', result = i.result::jsonb, completed_at = now(), heartbeat_at = now(), run_alone = false,
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${held(p.workerId)}
-       RETURNING j.id, date_part('epoch', j.completed_at - j.started_at) AS exec_seconds
+       RETURNING j.id, j.type, date_part('epoch', j.completed_at - j.started_at) AS exec_seconds,
+                 date_part('epoch', j.claimed_at - j.run_at) AS wait_seconds
      ), done_counted AS (
        ${countStatuses("SELECT 'done'::text, count(*) FROM done")}
      ), done_stats AS (
        ${recordStats({ source: "done", done: "count(*)", failed: "0", execSeconds: "sum(exec_seconds)" })}
      ), done_bins AS (
        ${recordExecutionBins("done")}
+     ), done_histograms AS (
+       ${recordHistograms("done")}
      )`;
 
 /**
@@ -274,6 +290,8 @@ export const reapStaleJobs = (schema: string): Statement =>
        ${countStatuses("SELECT status, count(*) FROM reclaimed GROUP BY status")}
      ), reaped_stats AS (
        ${recordStats({ source: "reaped", done: "0", failed: "count(*)", execSeconds: "0" })}
+     ), reaped_events AS (
+       ${countEvents(failureEvents("reaped"))}
      )
      SELECT ${JOB_COLUMNS} FROM reclaimed CROSS JOIN ${wakeForDue("reclaimed")} AS woke`,
   );

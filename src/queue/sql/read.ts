@@ -1,5 +1,5 @@
 import { JOB_FIELDS, OMISSION_FLAGS } from "../job-shape.js";
-import { countStatuses } from "./accounting.js";
+import { countEvents, countStatuses } from "./accounting.js";
 import { DEAD_LETTER_SELECT_LIST, jobSelectList } from "./columns.js";
 import { JOB_COLUMNS, type Statement, statement } from "./statement.js";
 
@@ -53,6 +53,8 @@ export const cancelJob = (schema: string): Statement =>
        RETURNING ${JOB_COLUMNS}
      ), counted AS (
        ${countStatuses("SELECT s, n FROM cancelled, (VALUES ('pending'::text, -1), ('cancelled', 1)) AS v(s, n)")}
+     ), cancel_events AS (
+       ${countEvents("SELECT type, 'cancelled', count(*) FROM cancelled GROUP BY type")}
      )
      SELECT true AS cancelled, * FROM cancelled
      UNION ALL

@@ -1,0 +1,173 @@
+/**
+ * The database-wide metrics of GET /metrics/prometheus (DESIGN.md §8): counters and histograms by
+ * job type kept in the database (schema version 8), gauges of depth, oldest pending age and live
+ * workers, read at scrape time; every process that serves them reports the same values, so
+ * Prometheus scrapes one API replica for them. The registry also holds the serving process's own
+ * process and Node metrics (per process).
+ */
+import { Registry } from "prom-client";
+import type { Ledger } from "../queue/ledger.js";
+import type { TypeFigures } from "../queue/reads.js";
+import { HISTOGRAM_BOUNDS_SECONDS } from "../queue/sql/accounting.js";
+import { JOB_STATUSES, type QueueMetrics } from "../queue/types.js";
+import { histogramSamples, processMetrics, type Sample, snapshotMetric } from "./exposition.js";
+
+/** The counters by type, each `taskqueue_jobs_<event>_total`, and what it counts. */
+export const JOB_COUNTERS = {
+  enqueued: "Jobs enqueued.",
+  completed: "Jobs completed (done).",
+  failed: "Failed attempts: handler failures and reclaims from lost workers (retried + dead).",
+  retried: "Failed attempts scheduled to run again.",
+  dead: "Jobs dead-lettered (retries exhausted or a permanent failure).",
+  cancelled: "Jobs cancelled.",
+  fenced:
+    "Outcome writes a worker could not hand in: refused by the claim fence, or dropped with a lost session.",
+} as const;
+
+/** One scrape's figures: the JSON metrics and the figures by type. */
+interface Snapshot {
+  metrics: QueueMetrics;
+  types: TypeFigures;
+}
+
+export class DatabaseMetrics {
+  readonly registry = new Registry();
+  private snapshot: Snapshot | null = null;
+  /** Scrapes run one after another, so that a text body never mixes two snapshots. */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  /**
+   * @param ledger the ledger read at each scrape.
+   * @param workerLivenessSeconds a worker counts as live if its heartbeat is younger than this.
+   */
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly workerLivenessSeconds: number,
+  ) {
+    processMetrics(this.registry);
+    const r = this.registry;
+    for (const [event, help] of Object.entries(JOB_COUNTERS))
+      snapshotMetric(r, {
+        name: `taskqueue_jobs_${event}_total`,
+        help: `${help} By job type, database-wide, since schema version 8.`,
+        type: "counter",
+        samples: () => this.counterSamples(event),
+      });
+    for (const [metric, name, help] of [
+      ["execution", "taskqueue_job_execution_seconds", "Execution time of completed jobs, by type."],
+      [
+        "queue_wait",
+        "taskqueue_job_queue_wait_seconds",
+        "Time from due (run_at) to claimed, of the attempt that completed, by type.",
+      ],
+    ] as const)
+      snapshotMetric(r, {
+        name,
+        help: `${help} Database-wide.`,
+        type: "histogram",
+        samples: () => this.histogram(name, metric),
+      });
+    snapshotMetric(r, {
+      name: "taskqueue_queue_depth",
+      help: "Jobs per status, database-wide.",
+      type: "gauge",
+      samples: () =>
+        JOB_STATUSES.map((status) => ({
+          labels: { status },
+          value: this.snapshot?.metrics.depth[status] ?? 0,
+        })),
+    });
+    snapshotMetric(r, {
+      name: "taskqueue_queue_depth_by_type",
+      help: "Pending, claimed and running jobs per type (pending includes jobs scheduled for later).",
+      type: "gauge",
+      samples: () =>
+        (this.snapshot?.types.live ?? []).map((l) => ({
+          labels: { status: l.status, type: l.type },
+          value: l.jobs,
+        })),
+    });
+    snapshotMetric(r, {
+      name: "taskqueue_oldest_pending_age_seconds",
+      help: "Age of the oldest pending job already due (now - run_at), per type; 0 when none is due.",
+      type: "gauge",
+      samples: () =>
+        (this.snapshot?.types.live ?? [])
+          .filter((l) => l.status === "pending")
+          .map((l) => ({ labels: { type: l.type }, value: l.oldestDueSeconds ?? 0 })),
+    });
+    snapshotMetric(r, {
+      name: "taskqueue_active_workers",
+      help: "Live workers: lock sessions (one per worker process, or per lane) with a fresh heartbeat.",
+      type: "gauge",
+      samples: () => [{ labels: {}, value: this.snapshot?.metrics.activeWorkers ?? 0 }],
+    });
+    snapshotMetric(r, {
+      name: "taskqueue_dead_letter_jobs",
+      help: "Dead-letter entries whose job waits dead (not replayed since it died).",
+      type: "gauge",
+      samples: () => [{ labels: {}, value: this.snapshot?.metrics.deadLetterCount ?? 0 }],
+    });
+  }
+
+  /**
+   * Reads the database (two statements) and renders the registry in the text exposition format.
+   * @throws the database error; nothing is rendered then.
+   */
+  render(): Promise<string> {
+    const run = async (): Promise<string> => {
+      const [metrics, types] = await Promise.all([
+        this.ledger.metrics(this.workerLivenessSeconds),
+        this.ledger.typeFigures(),
+      ]);
+      this.snapshot = { metrics, types };
+      return this.registry.metrics();
+    };
+    const result = this.queue.then(run, run);
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
+  /** Every type seen in a counter or a histogram, so that each counter has a series per type. */
+  private knownTypes(): string[] {
+    const s = this.snapshot;
+    if (!s) return [];
+    const types = new Set<string>();
+    for (const t of s.types.totals) types.add(t.type);
+    for (const h of s.types.histogram) types.add(h.type);
+    return [...types].sort();
+  }
+
+  private counterSamples(event: string): Sample[] {
+    const s = this.snapshot;
+    if (!s) return [];
+    const byType = new Map<string, number>(this.knownTypes().map((t) => [t, 0]));
+    const add = (type: string, n: number) => byType.set(type, (byType.get(type) ?? 0) + n);
+    if (event === "completed") {
+      for (const h of s.types.histogram) if (h.metric === "execution") add(h.type, h.count);
+    } else {
+      const counted = event === "failed" ? ["retried", "dead"] : [event];
+      for (const t of s.types.totals) if (counted.includes(t.event)) add(t.type, t.count);
+    }
+    return [...byType].map(([type, value]) => ({ labels: { type }, value }));
+  }
+
+  private histogram(name: string, metric: "execution" | "queue_wait"): Sample[] {
+    const s = this.snapshot;
+    if (!s) return [];
+    const byType = new Map<string, { counts: number[]; sum: number }>();
+    for (const h of s.types.histogram) {
+      if (h.metric !== metric) continue;
+      let entry = byType.get(h.type);
+      if (!entry) {
+        entry = { counts: [], sum: 0 };
+        byType.set(h.type, entry);
+      }
+      entry.counts[h.bucket] = (entry.counts[h.bucket] ?? 0) + h.count;
+      entry.sum += h.sumSeconds;
+    }
+    return [...byType]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .flatMap(([type, e]) => histogramSamples(name, { type }, HISTOGRAM_BOUNDS_SECONDS, e.counts, e.sum));
+  }
+}

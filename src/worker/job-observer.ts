@@ -1,0 +1,139 @@
+/**
+ * The worker's job log and per-process job counters, fed by its typed events (events.ts): one
+ * structured line per job event (claimed at debug; completed, released at info; failed (retried or
+ * dead), fenced, reaped at warn), each with `jobId`, `type`, `attempt`, `workerId`, and
+ * `durationMs` where a run ended (the handler's run time; for a fenced or released job, the time
+ * since its claim). Writes a lane could not hand in (`fenced`) are also added to the database's
+ * counters (job_totals), batched, since no job statement sees the dropped ones.
+ */
+import type { Logger } from "../log.js";
+import type { WorkerProcessMetrics } from "../metrics/worker.js";
+import type { Ledger } from "../queue/ledger.js";
+import type { ClaimedJob } from "../queue/types.js";
+import type { WorkerEmitter } from "./events.js";
+
+/** What the observer remembers of a job this process holds. */
+interface Held {
+  type: string;
+  attempt: number;
+  claimedAtMs: number;
+}
+
+export class JobObserver {
+  private readonly held = new Map<number, Held>();
+  private readonly fencedByType = new Map<string, number>();
+  private flushing: Promise<void> | null = null;
+
+  /**
+   * @param workerId the process's worker id (lanes' ids add `/n` to it).
+   * @param metrics this process's job counters, if it serves its own /metrics.
+   */
+  constructor(
+    events: WorkerEmitter,
+    private readonly logger: Logger,
+    private readonly workerId: string,
+    private readonly ledger: Ledger,
+    private readonly metrics: WorkerProcessMetrics | null,
+  ) {
+    events.on("job:claimed", ({ jobs }) => this.claimed(jobs));
+    events.on("job:completed", ({ id, runMs }) => {
+      const job = this.finish(id);
+      this.metrics?.count(job.type, "completed", runMs);
+      this.logger.info({ ...this.fields(id, job), event: "completed", durationMs: runMs }, "job completed");
+    });
+    events.on("job:failed", ({ id, error, status, runMs }) => {
+      const job = this.finish(id);
+      const event = status === "dead" ? "dead" : "retried";
+      this.metrics?.count(job.type, event, runMs);
+      this.logger.warn(
+        { ...this.fields(id, job), event, durationMs: runMs, error },
+        status === "dead" ? "job failed: dead-lettered" : "job failed: will retry",
+      );
+    });
+    events.on("job:released", ({ id }) => {
+      const job = this.finish(id);
+      this.metrics?.count(job.type, "released");
+      this.logger.info(
+        { ...this.fields(id, job), event: "released", durationMs: this.since(job) },
+        "job released",
+      );
+    });
+    events.on("job:fenced", ({ id, write, reason }) => {
+      const job = this.finish(id);
+      this.metrics?.count(job.type, "fenced");
+      this.logger.warn(
+        { ...this.fields(id, job), event: "fenced", durationMs: this.since(job), write, reason },
+        "late write refused: this worker no longer owns the job's claim",
+      );
+      this.fencedByType.set(job.type, (this.fencedByType.get(job.type) ?? 0) + 1);
+      this.flushFenced();
+    });
+    events.on("reaper:reaped", ({ jobs }) => {
+      for (const job of jobs)
+        this.logger.warn(
+          {
+            jobId: job.id,
+            type: job.type,
+            attempt: job.attempt,
+            workerId: job.workerId,
+            event: "reaped",
+            status: job.status,
+            reaperId: this.workerId,
+          },
+          "job reclaimed from a lost worker",
+        );
+    });
+    events.on("worker:stopped", () => this.held.clear());
+  }
+
+  /** Resolves once the fenced counts noted so far are written (or their write failed). */
+  async settled(): Promise<void> {
+    while (this.flushing) await this.flushing;
+  }
+
+  private claimed(jobs: readonly ClaimedJob[]): void {
+    const now = performance.now();
+    const debug = this.logger.isLevelEnabled("debug");
+    for (const job of jobs) {
+      this.held.set(job.id, { type: job.type, attempt: job.attempt, claimedAtMs: now });
+      this.metrics?.count(job.type, "claimed");
+      if (debug)
+        this.logger.debug(
+          { jobId: job.id, type: job.type, attempt: job.attempt, workerId: this.workerId, event: "claimed" },
+          "job claimed",
+        );
+    }
+  }
+
+  /** Forgets a job this process no longer holds; what it knew of it (type `unknown` if nothing). */
+  private finish(id: number): Held {
+    const job = this.held.get(id);
+    this.held.delete(id);
+    return job ?? { type: "unknown", attempt: -1, claimedAtMs: Number.NaN };
+  }
+
+  private fields(id: number, job: Held) {
+    return { jobId: id, type: job.type, attempt: job.attempt, workerId: this.workerId };
+  }
+
+  private since(job: Held): number | undefined {
+    return Number.isNaN(job.claimedAtMs) ? undefined : Math.round(performance.now() - job.claimedAtMs);
+  }
+
+  /** Writes the fenced counts noted so far, one statement at a time; a failure is logged, not retried. */
+  private flushFenced(): void {
+    if (this.flushing) return;
+    this.flushing = (async () => {
+      while (this.fencedByType.size > 0) {
+        const counts = [...this.fencedByType].map(([type, count]) => ({ type, event: "fenced", count }));
+        this.fencedByType.clear();
+        try {
+          await this.ledger.addJobEvents(counts);
+        } catch (error) {
+          this.logger.warn({ err: error, counts }, "could not count fenced writes in the database");
+        }
+      }
+      this.flushing = null;
+    })();
+  }
+}
