@@ -89,6 +89,12 @@ export interface ResolvedConfig {
   retainDeadSeconds: number;
   /** A worker process that runs the reaper starts a pruning pass this often (one process at a time). Default 60 s. */
   pruneIntervalSeconds: number;
+  /** Every worker process runs a scheduler pass this often (and at each schedule's next tick). Default 10 s. */
+  schedulerIntervalSeconds: number;
+  /** Most ticks one schedule enqueues in one pass, hence after a downtime with catch-up. Default 100. */
+  scheduleCatchUpLimit: number;
+  /** A schedule without catch-up skips a tick found later than this. Default 60 s. */
+  scheduleMisfireSeconds: number;
   /** Log level. Default `"info"`. */
   logLevel: LogLevel;
 }
@@ -320,6 +326,27 @@ export const CONFIG_SCHEMA = Type.Object({
     60,
     "Start a pruning pass this often, in a worker process that runs the reaper",
     0.01,
+    86_400,
+  ),
+  schedulerIntervalSeconds: seconds(
+    "SCHEDULER_INTERVAL_SECONDS",
+    10,
+    "Run a scheduler pass this often in every worker process (and at each schedule's next tick)",
+    0.01,
+    3600,
+  ),
+  scheduleCatchUpLimit: Type.Integer({
+    env: "SCHEDULE_CATCH_UP_LIMIT",
+    default: 100,
+    minimum: 1,
+    maximum: 10_000,
+    description: "Most ticks one schedule enqueues in one pass (the latest missed). Default 100; 1 to 10000.",
+  }),
+  scheduleMisfireSeconds: seconds(
+    "SCHEDULE_MISFIRE_SECONDS",
+    60,
+    "Without catch-up, skip a tick found later than this",
+    0,
     86_400,
   ),
   logLevel: Type.Union(

@@ -23,6 +23,7 @@ import { Lane } from "./lane.js";
 import type { UnreportedReports } from "./outcome-writer.js";
 import type { HandlerRegistry } from "./registry.js";
 import { RunAloneGate } from "./run-alone.js";
+import { Scheduler } from "./scheduler.js";
 
 export type { FencedWrite, FenceReason, StopReport, WorkerEvents } from "./events.js";
 
@@ -36,6 +37,8 @@ export interface WorkerOptions {
   runReaper?: boolean;
   /** Claim only these registered types. Default: every registered type. */
   types?: string[];
+  /** Run the cron scheduler in this process (enqueues schedules' ticks, scheduler.ts). Default true. */
+  runScheduler?: boolean;
 }
 
 /**
@@ -76,6 +79,8 @@ export class Worker extends WorkerEmitter {
   /** One lane per lock session, each with its share of `workerCount` and `prefetch`; at least one. */
   private readonly lanes: Lane[];
   private starting: Promise<void> | null = null;
+  /** Enqueues schedules' ticks while the worker runs; null with `runScheduler: false`. */
+  private readonly scheduler: Scheduler | null;
   private stopPromise: Promise<StopReport> | null = null;
 
   /** @throws {HandlerMissingError} if a type of `types` has no registered handler. */
@@ -127,6 +132,8 @@ export class Worker extends WorkerEmitter {
         },
       });
     });
+    this.scheduler =
+      (options.runScheduler ?? true) ? new Scheduler(this.ledger, config, this, this.logger) : null;
     // A run-alone job runs only while the whole process holds nothing else (DESIGN.md §6).
     const gate = new RunAloneGate();
     for (const lane of this.lanes) lane.dispatcher.joinGate(gate);
@@ -192,6 +199,7 @@ export class Worker extends WorkerEmitter {
     if (this.workerState === "starting") {
       this.workerState = "running";
       for (const lane of this.lanes) lane.run();
+      this.scheduler?.start();
     }
     if (this.workerState !== "running") return;
     this.logger.info(
@@ -235,6 +243,7 @@ export class Worker extends WorkerEmitter {
     if (this.workerState !== "failed") this.workerState = "stopping";
     // A stop during start waits for it, so that whatever it opened is closed below.
     await this.starting?.catch(() => undefined);
+    await this.scheduler?.stop();
     const reports = await Promise.all(this.lanes.map((lane) => lane.stop(graceSeconds)));
     const report: StopReport = {
       releasedJobIds: reports.flatMap((r) => r.releasedJobIds),
