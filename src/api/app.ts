@@ -19,6 +19,7 @@ import { deadLetterRoutes } from "./routes/dead-letters.js";
 import { healthRoutes, READY_TIMEOUT_MS, type WorkerHealth } from "./routes/health.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { metricsRoutes } from "./routes/metrics.js";
+import { scheduleRoutes } from "./routes/schedules.js";
 import { typeBoxValidatorCompiler } from "./validation.js";
 
 /**
@@ -62,7 +63,8 @@ function packageVersion(): string {
  * Builds the API, ready to `listen()` or `inject()`. Routes: POST /jobs, POST /jobs/batch,
  * GET /jobs/:id, GET /jobs, DELETE /jobs/:id, POST /jobs/:id/retry, GET /dead-letters,
  * GET /dead-letters/:job_id, POST /dead-letters/:job_id/replay, POST /dead-letters/replay,
- * DELETE /dead-letters/:job_id, POST /dead-letters/discard, GET /metrics, GET /metrics/prometheus,
+ * DELETE /dead-letters/:job_id, POST /dead-letters/discard, PUT/GET/DELETE /schedules/:name,
+ * GET /schedules, GET /metrics, GET /metrics/prometheus,
  * GET /health, GET /ready, GET /docs (Swagger UI), GET /docs/json (OpenAPI 3.1).
  * Every error answer is RFC 9457 problem+json (see problem.ts). The caller owns the ledger's pool;
  * `app.close()` does not end it. Registers taskqueue's two TypeBox kinds (`TaskQueue:*`, see
@@ -112,6 +114,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
           name: "dead letters",
           description: "Jobs that exhausted their retries or failed permanently: list, replay, discard.",
         },
+        {
+          name: "schedules",
+          description: "Cron schedules: each tick enqueues one job, however many worker processes run.",
+        },
         { name: "metrics", description: "Queue figures across every worker process." },
         { name: "health", description: "Liveness and readiness probes." },
       ],
@@ -121,6 +127,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
   await app.register(jobRoutes, { ledger });
   await app.register(deadLetterRoutes, { ledger });
+  await app.register(scheduleRoutes, { ledger });
   await app.register(metricsRoutes, { ledger, config });
   await app.register(healthRoutes, {
     ledger,

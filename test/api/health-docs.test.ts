@@ -66,6 +66,7 @@ describe("health, readiness and docs", () => {
     assert.deepEqual(routes.sort(), [
       "DELETE /dead-letters/{job_id}",
       "DELETE /jobs/{id}",
+      "DELETE /schedules/{name}",
       "GET /dead-letters",
       "GET /dead-letters/{job_id}",
       "GET /health",
@@ -74,12 +75,15 @@ describe("health, readiness and docs", () => {
       "GET /metrics",
       "GET /metrics/prometheus",
       "GET /ready",
+      "GET /schedules",
+      "GET /schedules/{name}",
       "POST /dead-letters/discard",
       "POST /dead-letters/replay",
       "POST /dead-letters/{job_id}/replay",
       "POST /jobs",
       "POST /jobs/batch",
       "POST /jobs/{id}/retry",
+      "PUT /schedules/{name}",
     ]);
     for (const [path, methods] of Object.entries(doc.paths)) {
       for (const [method, operation] of Object.entries(methods)) {
