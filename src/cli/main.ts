@@ -13,6 +13,7 @@ import { migrate } from "../queue/migrate.js";
 import { registerDeadLetterCommands } from "./dead.js";
 import { port, positiveInteger, positiveNumber } from "./flags.js";
 import { inspect } from "./inspect.js";
+import { registerScheduleCommands } from "./schedule.js";
 import { runUntilSignal, startService } from "./service.js";
 import { smoke } from "./smoke.js";
 
@@ -175,6 +176,7 @@ program
   });
 
 registerDeadLetterCommands(program);
+registerScheduleCommands(program);
 
 program
   .command("smoke")
