@@ -112,6 +112,12 @@ export interface ResolvedConfig {
    * (pretty when stdout is a terminal, else JSON). Default `"auto"`.
    */
   logFormat: LogFormat;
+  /** Every worker process runs a scheduler pass this often (and at each schedule's next tick). Default 10 s. */
+  schedulerIntervalSeconds: number;
+  /** Most ticks one schedule enqueues in one pass, hence after a downtime with catch-up. Default 100. */
+  scheduleCatchUpLimit: number;
+  /** A schedule without catch-up skips a tick found later than this. Default 60 s. */
+  scheduleMisfireSeconds: number;
   /** Log level. Default `"info"`. */
   logLevel: LogLevel;
   /**
@@ -388,6 +394,27 @@ export const CONFIG_SCHEMA = Type.Object({
     default: "auto",
     description: 'Log format: "json", "pretty" or "auto" (pretty when stdout is a terminal). Default "auto".',
   }),
+  schedulerIntervalSeconds: seconds(
+    "SCHEDULER_INTERVAL_SECONDS",
+    10,
+    "Run a scheduler pass this often in every worker process (and at each schedule's next tick)",
+    0.01,
+    3600,
+  ),
+  scheduleCatchUpLimit: Type.Integer({
+    env: "SCHEDULE_CATCH_UP_LIMIT",
+    default: 100,
+    minimum: 1,
+    maximum: 10_000,
+    description: "Most ticks one schedule enqueues in one pass (the latest missed). Default 100; 1 to 10000.",
+  }),
+  scheduleMisfireSeconds: seconds(
+    "SCHEDULE_MISFIRE_SECONDS",
+    60,
+    "Without catch-up, skip a tick found later than this",
+    0,
+    86_400,
+  ),
   logLevel: Type.Union(
     LOG_LEVELS.map((level) => Type.Literal(level)),
     { env: "LOG_LEVEL", default: "info", description: 'pino log level. Default "info".' },

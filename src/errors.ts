@@ -87,6 +87,13 @@ export class DeadLetterNotFoundError extends TaskQueueError {
   }
 }
 
+/** No schedule has the given name. */
+export class ScheduleNotFoundError extends TaskQueueError {
+  constructor(readonly scheduleName: string) {
+    super("schedule_not_found", `schedule ${JSON.stringify(scheduleName)} does not exist`);
+  }
+}
+
 /**
  * An enqueue named an idempotency key that a job holds (within the key's window), with a body that
  * differs from the one that job was enqueued with (type, payload, priority, max retries or run

@@ -35,6 +35,7 @@ import {
 import { type MigrateResult, migrate } from "./queue/migrate.js";
 import { type PoolingProbe, resolvePooling } from "./queue/pooling.js";
 import type { PruneReport } from "./queue/retention.js";
+import type { Schedule, ScheduleOptions } from "./queue/schedules.js";
 import type { DeadLetterJob, Job, JobSpec, ListJobsQuery, QueueMetrics } from "./queue/types.js";
 import { registerBuiltinHandlers } from "./worker/handlers/index.js";
 import { HandlerRegistry, type RegisteredHandler, type SandboxedHandlerSpec } from "./worker/registry.js";
@@ -67,6 +68,7 @@ export {
   PoolingModeError,
   PoolTimeoutError,
   QueueFullError,
+  ScheduleNotFoundError,
   SchemaVersionError,
   TaskQueueError,
   WorkerStateError,
@@ -91,6 +93,7 @@ export {
 export type { FailedStatus } from "./queue/lock-session.js";
 export { type PoolingMode, type PoolingProbe, probePooling } from "./queue/pooling.js";
 export type { PruneReport, RetentionPolicy } from "./queue/retention.js";
+export type { Schedule, ScheduleOptions, SchedulePassPolicy, SchedulePassReport } from "./queue/schedules.js";
 export type {
   AttemptError,
   ClaimedJob,
@@ -299,6 +302,28 @@ export class TaskQueue {
     return this.ledger.pruneHistory({ ...this.config, signal });
   }
 
+  /**
+   * Creates or replaces a cron schedule (see {@link Ledger.schedule}): every tick of `cron` (5
+   * fields, or 6 with seconds first) in `options.timezone` (default UTC) enqueues one job, however
+   * many worker processes run. @throws {JobValidationError} naming each bad field.
+   */
+  async schedule(name: string, cron: string, options: ScheduleOptions): Promise<Schedule> {
+    return (await this.ledger.schedule(name, cron, options)).schedule;
+  }
+
+  getSchedule(name: string): Promise<Schedule | null> {
+    return this.ledger.getSchedule(name);
+  }
+
+  listSchedules(page?: { limit?: number; offset?: number }): Promise<Schedule[]> {
+    return this.ledger.listSchedules(page);
+  }
+
+  /** Deletes a schedule (its jobs stay). @throws {ScheduleNotFoundError} */
+  unschedule(name: string): Promise<Schedule> {
+    return this.ledger.unschedule(name);
+  }
+
   metrics(): Promise<QueueMetrics> {
     return this.ledger.metrics(this.config.staleThresholdSeconds);
   }
@@ -306,14 +331,15 @@ export class TaskQueue {
   /**
    * Starts a worker for the registered handlers (claims only those types).
    * @param overrides config fields for this worker (e.g. `workerCount`); `types` restricts the
-   *   claimed types to a subset of the registered ones; `runReaper` false leaves reaping to others.
+   *   claimed types to a subset of the registered ones; `runReaper` false leaves reaping to others;
+   *   `runScheduler` false leaves enqueueing schedules' ticks to other processes.
    * @throws {HandlerMissingError} when no handler is registered or a listed type has none.
    * @throws {SchemaVersionError} when the schema is older than this code needs.
    */
   async startWorker(
-    overrides: TaskQueueOptions & { runReaper?: boolean; types?: string[] } = {},
+    overrides: TaskQueueOptions & { runReaper?: boolean; runScheduler?: boolean; types?: string[] } = {},
   ): Promise<Worker> {
-    const { runReaper, types, ...rest } = overrides;
+    const { runReaper, runScheduler, types, ...rest } = overrides;
     const config = resolveConfig({ ...this.config, ...rest }) as TaskQueue["config"];
     const starvation = poolStarvationWarning(config.workerCount, this.pool.options.max ?? 10);
     if (starvation) this.logger.warn({ workerCount: config.workerCount }, starvation);
@@ -323,6 +349,7 @@ export class TaskQueue {
       ledger: this.ledger,
       logger: this.logger,
       runReaper,
+      runScheduler,
       types,
       pooling: () => this.detectPooling(),
     });

@@ -21,6 +21,7 @@ import { healthRoutes, READY_TIMEOUT_MS, type WorkerHealth } from "./routes/heal
 import { jobRoutes } from "./routes/jobs.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { overviewRoutes } from "./routes/overview.js";
+import { scheduleRoutes } from "./routes/schedules.js";
 import { uiRoutes } from "./routes/ui.js";
 import { typeBoxValidatorCompiler } from "./validation.js";
 
@@ -65,7 +66,8 @@ function packageVersion(): string {
  * Builds the API, ready to `listen()` or `inject()`. Routes: POST /jobs, POST /jobs/batch,
  * GET /jobs/:id, GET /jobs, DELETE /jobs/:id, POST /jobs/:id/retry, GET /dead-letters,
  * GET /dead-letters/:job_id, POST /dead-letters/:job_id/replay, POST /dead-letters/replay,
- * DELETE /dead-letters/:job_id, POST /dead-letters/discard, GET /metrics, GET /metrics/prometheus,
+ * DELETE /dead-letters/:job_id, POST /dead-letters/discard, PUT/GET/DELETE /schedules/:name,
+ * GET /schedules, GET /metrics, GET /metrics/prometheus,
  * GET /stats/types, GET /stats/throughput, GET /workers, GET /health, GET /ready, GET /docs (Swagger UI),
  * GET /docs/json (OpenAPI 3.1), GET /ui (the web dashboard, static files; routes/ui.ts). With
  * `config.apiToken`, every route but /health, /ready, /docs and /ui needs `Authorization: Bearer` (auth.ts).
@@ -123,6 +125,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
           name: "dead letters",
           description: "Jobs that exhausted their retries or failed permanently: list, replay, discard.",
         },
+        {
+          name: "schedules",
+          description: "Cron schedules: each tick enqueues one job, however many worker processes run.",
+        },
         { name: "metrics", description: "Queue figures across every worker process." },
         { name: "health", description: "Liveness and readiness probes." },
       ],
@@ -135,6 +141,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
   await app.register(jobRoutes, { ledger });
   await app.register(deadLetterRoutes, { ledger });
+  await app.register(scheduleRoutes, { ledger });
   await app.register(metricsRoutes, { ledger, config });
   await app.register(overviewRoutes, { ledger, config });
   await app.register(uiRoutes);

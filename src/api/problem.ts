@@ -6,7 +6,7 @@
  * - {@link JobValidationError} from the ledger → 422 with its problems;
  * - {@link BatchTooLargeError} (more jobs than `LIMITS.batchJobs`) → 422 naming `jobs`;
  * - {@link QueueFullError} (a pending-jobs cap reached) → 429, naming the cap and the type;
- * - {@link JobNotFoundError}, {@link DeadLetterNotFoundError} → 404; {@link JobStateConflictError},
+ * - {@link JobNotFoundError}, {@link DeadLetterNotFoundError}, {@link ScheduleNotFoundError} → 404; {@link JobStateConflictError},
  *   {@link IdempotencyConflictError} → 409;
  * - PostgreSQL data exceptions (SQLSTATE class 22), integrity violations (23) and program limits
  *   (54, e.g. a payload nested too deep) → 422. The ledger validates before it writes, so these
@@ -32,6 +32,7 @@ import {
   JobValidationError,
   PoolTimeoutError,
   QueueFullError,
+  ScheduleNotFoundError,
 } from "../errors.js";
 import { JOB_CONSTRAINTS, LIMITS, wireName } from "../queue/job-shape.js";
 import type { Problem } from "./schemas.js";
@@ -50,6 +51,7 @@ export const PROBLEM_TYPES = {
   jobNotFound: "urn:taskqueue:problem:job-not-found",
   jobStateConflict: "urn:taskqueue:problem:job-state-conflict",
   deadLetterNotFound: "urn:taskqueue:problem:dead-letter-not-found",
+  scheduleNotFound: "urn:taskqueue:problem:schedule-not-found",
   idempotencyConflict: "urn:taskqueue:problem:idempotency-conflict",
   bodyTooLarge: "urn:taskqueue:problem:body-too-large",
   unsupportedMediaType: "urn:taskqueue:problem:unsupported-media-type",
@@ -235,6 +237,9 @@ export function problemFor(error: unknown, request: FastifyRequest): Problem {
   }
   if (error instanceof DeadLetterNotFoundError) {
     return make(404, PROBLEM_TYPES.deadLetterNotFound, "Dead letter not found", error.message, instance);
+  }
+  if (error instanceof ScheduleNotFoundError) {
+    return make(404, PROBLEM_TYPES.scheduleNotFound, "Schedule not found", error.message, instance);
   }
   if (error instanceof IdempotencyConflictError) {
     return make(

@@ -26,7 +26,7 @@ const dateTime = (flag: string) => (value: string) => {
 const jobId = (value: string): number => positiveInteger("job id")(value);
 
 /** Runs `action` with a queue on the database of the environment, closed afterwards. */
-async function withQueue<T>(command: string, action: (queue: TaskQueue) => Promise<T>): Promise<T> {
+export async function withQueue<T>(command: string, action: (queue: TaskQueue) => Promise<T>): Promise<T> {
   const config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
   if (!config.databaseUrl) throw new ConfigError("DATABASE_URL", `is required for ${command}`);
   const queue = new TaskQueue({ ...config, logLevel: "warn" });

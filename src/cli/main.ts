@@ -20,6 +20,7 @@ import { registerDeadLetterCommands } from "./dead.js";
 import { EMBEDDED_STATE_FILE, findEmbeddedState } from "./embedded-state.js";
 import { port, positiveInteger, positiveNumber } from "./flags.js";
 import { inspect } from "./inspect/watch.js";
+import { registerScheduleCommands } from "./schedule.js";
 import { runUntilSignal, startService } from "./service.js";
 import { smoke } from "./smoke.js";
 
@@ -214,6 +215,7 @@ program
   });
 
 registerDeadLetterCommands(program);
+registerScheduleCommands(program);
 
 program
   .command("smoke")

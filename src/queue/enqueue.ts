@@ -69,7 +69,7 @@ export class EnqueueLedger {
   private readonly cap: PendingCap | null;
 
   /** The allowed job types; null (any type) unless `allowedJobTypes` is set, so enqueues skip it. */
-  private readonly allowedTypes: ReadonlySet<string> | null;
+  protected readonly allowedTypes: ReadonlySet<string> | null;
 
   private readonly idempotencyWindowSeconds: number;
 

@@ -26,6 +26,17 @@ import { lockClassFor } from "./lock-class.js";
 import { readThroughput, readTypeDepths, type ThroughputMinute, type TypeDepth } from "./overview.js";
 import { addJobEvents, readMetrics, readTypeFigures, readWorkers, type TypeFigures } from "./reads.js";
 import { type PruneReport, pruneHistory, type RetentionPolicy } from "./retention.js";
+import {
+  deleteSchedule,
+  readSchedule,
+  readSchedules,
+  runSchedulePass,
+  type Schedule,
+  type ScheduleOptions,
+  type SchedulePassPolicy,
+  type SchedulePassReport,
+  upsertSchedule,
+} from "./schedules.js";
 import { heldJobLocks } from "./sql/claim.js";
 import { reapStaleJobs } from "./sql/finish.js";
 import { cancelJob, getDeadLetter, getJob, listJobs, ping, pruneStats, schemaVersion } from "./sql/read.js";
@@ -247,6 +258,44 @@ export class Ledger extends EnqueueLedger {
    */
   pruneHistory(policy: RetentionPolicy): Promise<PruneReport> {
     return pruneHistory(this.pool, this.schema, this.lockClass, policy);
+  }
+
+  /**
+   * Creates or replaces the schedule `name` (DESIGN.md §3, "Schedules"): every tick of `cron` in
+   * `options.timezone` enqueues one job of `options.type`. A new schedule, or one whose cron or
+   * zone changed, starts now; other changes keep its place. `created` is false when it replaced one.
+   * @throws {JobValidationError} naming each bad field (name, cron, timezone, the job's fields).
+   */
+  schedule(
+    name: string,
+    cron: string,
+    options: ScheduleOptions,
+    naming: FieldNaming = "camel",
+  ): Promise<{ schedule: Schedule; created: boolean }> {
+    return upsertSchedule(this.pool, this.schema, { name, cron, options, naming }, this.allowedTypes);
+  }
+
+  /** The schedule named `name`, or null. @throws {JobValidationError} for a malformed name. */
+  getSchedule(name: string): Promise<Schedule | null> {
+    return readSchedule(this.pool, this.schema, name);
+  }
+
+  /** Schedules by name: `limit` (1–1000, default 1000) from `offset`. */
+  listSchedules(page?: { limit?: number; offset?: number }): Promise<Schedule[]> {
+    return readSchedules(this.pool, this.schema, page);
+  }
+
+  /** Deletes a schedule and returns it; the jobs it enqueued stay. @throws {ScheduleNotFoundError} */
+  unschedule(name: string): Promise<Schedule> {
+    return deleteSchedule(this.pool, this.schema, name);
+  }
+
+  /**
+   * One scheduler pass: enqueues every schedule's due ticks, one job per tick whichever processes
+   * pass at once (see schedules.ts). Worker processes run it; tests may call it directly.
+   */
+  runSchedulePass(policy: SchedulePassPolicy): Promise<SchedulePassReport> {
+    return runSchedulePass(this.pool, this.schema, policy);
   }
 
   /** Worker processes with a heartbeat younger than `livenessSeconds`, with the jobs each holds. */

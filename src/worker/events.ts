@@ -60,6 +60,8 @@ export interface WorkerEvents {
   "reaper:reaped": [{ jobs: Job[] }];
   /** A pruning pass of this process ran (it held the pruning lock): what it deleted (retention). */
   "history:pruned": [PruneReport];
+  /** This process's scheduler pass enqueued these jobs, one per schedule tick (schedules). */
+  "schedule:enqueued": [{ jobIds: number[] }];
   "worker:stopped": [StopReport];
 }
 

@@ -26,6 +26,7 @@ import { Lane } from "./lane.js";
 import type { UnreportedReports } from "./outcome-writer.js";
 import type { HandlerRegistry } from "./registry.js";
 import { RunAloneGate } from "./run-alone.js";
+import { Scheduler } from "./scheduler.js";
 
 export type { FencedWrite, FenceReason, StopReport, WorkerEvents } from "./events.js";
 
@@ -44,6 +45,8 @@ export interface WorkerOptions {
    * a session of its own. Default: {@link resolvePooling} of `config` (a probe when `"auto"`).
    */
   pooling?: () => Promise<PoolingProbe>;
+  /** Run the cron scheduler in this process (enqueues schedules' ticks, scheduler.ts). Default true. */
+  runScheduler?: boolean;
 }
 
 /**
@@ -86,6 +89,8 @@ export class Worker extends WorkerEmitter {
   /** One lane per lock session, each with its share of `workerCount` and `prefetch`; at least one. */
   private readonly lanes: Lane[];
   private starting: Promise<void> | null = null;
+  /** Enqueues schedules' ticks while the worker runs; null with `runScheduler: false`. */
+  private readonly scheduler: Scheduler | null;
   private stopPromise: Promise<StopReport> | null = null;
   /** This process's own metrics, when `workerMetricsPort` is set (metrics/worker.ts). */
   private readonly processMetrics: WorkerProcessMetrics | null;
@@ -145,6 +150,8 @@ export class Worker extends WorkerEmitter {
     this.processMetrics =
       config.workerMetricsPort === undefined ? null : new WorkerProcessMetrics(() => this.runningCount);
     this.observer = new JobObserver(this, this.logger, this.id, this.ledger, this.processMetrics);
+    this.scheduler =
+      (options.runScheduler ?? true) ? new Scheduler(this.ledger, config, this, this.logger) : null;
     // A run-alone job runs only while the whole process holds nothing else (DESIGN.md §6).
     const gate = new RunAloneGate();
     for (const lane of this.lanes) lane.dispatcher.joinGate(gate);
@@ -240,6 +247,7 @@ export class Worker extends WorkerEmitter {
     if (this.workerState === "starting") {
       this.workerState = "running";
       for (const lane of this.lanes) lane.run();
+      this.scheduler?.start();
     }
     if (this.workerState !== "running") return;
     this.logger.info(
@@ -283,6 +291,7 @@ export class Worker extends WorkerEmitter {
     if (this.workerState !== "failed") this.workerState = "stopping";
     // A stop during start waits for it, so that whatever it opened is closed below.
     await this.starting?.catch(() => undefined);
+    await this.scheduler?.stop();
     const reports = await Promise.all(this.lanes.map((lane) => lane.stop(graceSeconds)));
     const report: StopReport = {
       releasedJobIds: reports.flatMap((r) => r.releasedJobIds),

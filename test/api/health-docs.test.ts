@@ -66,6 +66,7 @@ describe("health, readiness and docs", () => {
     assert.deepEqual(routes.sort(), [
       "DELETE /dead-letters/{job_id}",
       "DELETE /jobs/{id}",
+      "DELETE /schedules/{name}",
       "GET /dead-letters",
       "GET /dead-letters/{job_id}",
       "GET /health",
@@ -74,12 +75,18 @@ describe("health, readiness and docs", () => {
       "GET /metrics",
       "GET /metrics/prometheus",
       "GET /ready",
+      "GET /schedules",
+      "GET /schedules/{name}",
+      "GET /stats/throughput",
+      "GET /stats/types",
+      "GET /workers",
       "POST /dead-letters/discard",
       "POST /dead-letters/replay",
       "POST /dead-letters/{job_id}/replay",
       "POST /jobs",
       "POST /jobs/batch",
       "POST /jobs/{id}/retry",
+      "PUT /schedules/{name}",
     ]);
     for (const [path, methods] of Object.entries(doc.paths)) {
       for (const [method, operation] of Object.entries(methods)) {
