@@ -19,6 +19,8 @@ import { deadLetterRoutes } from "./routes/dead-letters.js";
 import { healthRoutes, READY_TIMEOUT_MS, type WorkerHealth } from "./routes/health.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { metricsRoutes } from "./routes/metrics.js";
+import { overviewRoutes } from "./routes/overview.js";
+import { uiRoutes } from "./routes/ui.js";
 import { typeBoxValidatorCompiler } from "./validation.js";
 
 /**
@@ -63,7 +65,8 @@ function packageVersion(): string {
  * GET /jobs/:id, GET /jobs, DELETE /jobs/:id, POST /jobs/:id/retry, GET /dead-letters,
  * GET /dead-letters/:job_id, POST /dead-letters/:job_id/replay, POST /dead-letters/replay,
  * DELETE /dead-letters/:job_id, POST /dead-letters/discard, GET /metrics, GET /metrics/prometheus,
- * GET /health, GET /ready, GET /docs (Swagger UI), GET /docs/json (OpenAPI 3.1).
+ * GET /stats/types, GET /stats/throughput, GET /workers, GET /health, GET /ready, GET /docs (Swagger UI),
+ * GET /docs/json (OpenAPI 3.1), GET /ui (the web dashboard, static files; routes/ui.ts).
  * Every error answer is RFC 9457 problem+json (see problem.ts). The caller owns the ledger's pool;
  * `app.close()` does not end it. Registers taskqueue's two TypeBox kinds (`TaskQueue:*`, see
  * kinds.ts) in TypeBox's process-wide TypeRegistry, and nothing else there.
@@ -122,6 +125,8 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await app.register(jobRoutes, { ledger });
   await app.register(deadLetterRoutes, { ledger });
   await app.register(metricsRoutes, { ledger, config });
+  await app.register(overviewRoutes, { ledger, config });
+  await app.register(uiRoutes);
   await app.register(healthRoutes, {
     ledger,
     timeoutMs: Math.min(READY_TIMEOUT_MS, (config.apiTimeoutSeconds ?? 4) * 1000),

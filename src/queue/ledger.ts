@@ -22,6 +22,7 @@ import {
 import { EnqueueLedger, type LedgerOptions } from "./enqueue.js";
 import { LIMITS } from "./job-shape.js";
 import { lockClassFor } from "./lock-class.js";
+import { readThroughput, readTypeDepths, type ThroughputMinute, type TypeDepth } from "./overview.js";
 import { readMetrics, readWorkers } from "./reads.js";
 import { type PruneReport, pruneHistory, type RetentionPolicy } from "./retention.js";
 import { heldJobLocks } from "./sql/claim.js";
@@ -233,6 +234,20 @@ export class Ledger extends EnqueueLedger {
   /** Worker processes with a heartbeat younger than `livenessSeconds`, with the jobs each holds. */
   listWorkers(livenessSeconds: number): Promise<WorkerInfo[]> {
     return readWorkers(this.pool, this.schema, livenessSeconds);
+  }
+
+  /**
+   * Live jobs per type (pending, due, claimed, running, oldest due age, live workers of the type),
+   * busiest first; reads only the live jobs' partial indexes, however long the history.
+   * @param workerLivenessSeconds a worker counts as live if its heartbeat is younger than this.
+   */
+  typeDepths(workerLivenessSeconds: number): Promise<TypeDepth[]> {
+    return readTypeDepths(this.pool, this.schema, workerLivenessSeconds);
+  }
+
+  /** Finished attempts per minute over the last `minutes` (1–60) minutes, oldest first, zeros included. */
+  throughput(minutes: number): Promise<ThroughputMinute[]> {
+    return readThroughput(this.pool, this.schema, minutes);
   }
 
   /**
