@@ -37,8 +37,10 @@ import { type PoolingProbe, resolvePooling } from "./queue/pooling.js";
 import type { PruneReport } from "./queue/retention.js";
 import type { Schedule, ScheduleOptions } from "./queue/schedules.js";
 import type { DeadLetterJob, Job, JobSpec, ListJobsQuery, QueueMetrics } from "./queue/types.js";
+import type { JobCatalog } from "./typed/catalog.js";
+import type { JobMap, JobTypeName, TypedJobSpec, TypedRegisteredHandler, UntypedJobs } from "./typed/map.js";
 import { registerBuiltinHandlers } from "./worker/handlers/index.js";
-import { HandlerRegistry, type RegisteredHandler, type SandboxedHandlerSpec } from "./worker/registry.js";
+import { HandlerRegistry, type RegisteredHandler } from "./worker/registry.js";
 import { Worker } from "./worker/worker.js";
 
 export { buildApp } from "./api/app.js";
@@ -105,6 +107,26 @@ export type {
   ListJobsQuery,
   QueueMetrics,
 } from "./queue/types.js";
+export {
+  type CatalogJobs,
+  type DefinitionsMap,
+  defineJob,
+  defineJobs,
+  JobCatalog,
+  type JobDefinition,
+} from "./typed/catalog.js";
+export type {
+  JobMap,
+  JobType,
+  JobTypeName,
+  PayloadOf,
+  ResultOf,
+  TypedHandlerJob,
+  TypedJobHandler,
+  TypedJobSpec,
+  TypedRegisteredHandler,
+  UntypedJobs,
+} from "./typed/map.js";
 export { builtinHandlers, registerBuiltinHandlers } from "./worker/handlers/index.js";
 export {
   type HandlerJob,
@@ -140,8 +162,14 @@ export function poolStarvationWarning(workerCount: number, poolSize: number): st
   );
 }
 
-/** Options of {@link TaskQueue}: the config fields, plus an optional pool and logger to share. */
-export interface TaskQueueInit extends TaskQueueOptions {
+/** Options of {@link TaskQueue}: the config fields, plus an optional pool, logger and job catalog. */
+export interface TaskQueueInit<M extends JobMap = UntypedJobs> extends TaskQueueOptions {
+  /**
+   * Job types and their payload schemas ({@link defineJobs}): types the queue like a job map, and
+   * checks each payload at enqueue (a refused one is a `JobValidationError`, HTTP 422 through
+   * `buildApp({ ledger: queue.ledger, … })`). Default none.
+   */
+  jobs?: JobCatalog<M>;
   /** Use this pool instead of creating one (it is not closed by {@link TaskQueue.close}). */
   pool?: pg.Pool;
   /** Use this pino logger. Default: a new one at `logLevel`. */
@@ -150,8 +178,13 @@ export interface TaskQueueInit extends TaskQueueOptions {
   builtinHandlers?: boolean;
 }
 
-/** One queue: enqueue and read jobs, register handlers, run workers. */
-export class TaskQueue {
+/**
+ * One queue: enqueue and read jobs, register handlers, run workers. `M` is its job map (see
+ * src/typed/map.ts): `new TaskQueue<{ send_email: { to: string } }>(…)` types `register`, the
+ * `addJob` family and handlers; `new TaskQueue({ jobs: defineJobs(…) })` takes it from a catalog.
+ * Without one, any type and JSON payload compile.
+ */
+export class TaskQueue<M extends JobMap = UntypedJobs> {
   readonly config: ResolvedConfig & { databaseUrl: string };
   readonly ledger: Ledger;
   readonly registry = new HandlerRegistry();
@@ -162,8 +195,8 @@ export class TaskQueue {
   private pooling: Promise<PoolingProbe> | null = null;
 
   /** @throws {ConfigError} on a bad option, or when `databaseUrl` is missing. */
-  constructor(options: TaskQueueInit = {}) {
-    const { pool, logger, builtinHandlers, ...rest } = options;
+  constructor(options: TaskQueueInit<M> = {}) {
+    const { pool, logger, builtinHandlers, jobs, ...rest } = options;
     const config = resolveConfig(rest);
     if (!config.databaseUrl)
       throw new ConfigError("databaseUrl", "is required (a PostgreSQL connection string)");
@@ -180,7 +213,7 @@ export class TaskQueue {
         namedStatements: config.databasePooling !== "transaction",
       });
     this.pool.on("error", (error) => this.logger.warn({ err: error }, "idle pool connection failed"));
-    this.ledger = new Ledger(this.pool, config.schema, config);
+    this.ledger = new Ledger(this.pool, config.schema, { ...config, payloadChecker: jobs });
     if (builtinHandlers) registerBuiltinHandlers(this.registry);
   }
 
@@ -214,34 +247,34 @@ export class TaskQueue {
    * @throws {HandlerTypeError} on an empty or too long type. @throws {HandlerModuleError} on a
    *   sandboxed handler's missing module.
    */
-  register(type: string, handler: RegisteredHandler | SandboxedHandlerSpec): this {
-    this.registry.register(type, handler);
+  register<K extends JobTypeName<M>>(type: K, handler: TypedRegisteredHandler<M, K>): this {
+    this.registry.register(type, handler as RegisteredHandler);
     return this;
   }
 
   /** See {@link Ledger.addJob}. Pass `{client}` to enqueue inside your own transaction. */
-  addJob(spec: JobSpec, options?: EnqueueOptions): Promise<Job> {
-    return this.ledger.addJob(spec, options);
+  addJob(spec: TypedJobSpec<M>, options?: EnqueueOptions): Promise<Job> {
+    return this.ledger.addJob(spec as JobSpec, options);
   }
 
   /** See {@link Ledger.addJobs}: up to 10,000 jobs, one statement, all or nothing. */
-  addJobs(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<Job[]> {
-    return this.ledger.addJobs(specs, options);
+  addJobs(specs: readonly TypedJobSpec<M>[], options?: EnqueueOptions): Promise<Job[]> {
+    return this.ledger.addJobs(specs as readonly JobSpec[], options);
   }
 
   /** See {@link Ledger.addJobIds}: {@link addJobs} answering only the new ids, in the order given. */
-  addJobIds(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<number[]> {
-    return this.ledger.addJobIds(specs, options);
+  addJobIds(specs: readonly TypedJobSpec<M>[], options?: EnqueueOptions): Promise<number[]> {
+    return this.ledger.addJobIds(specs as readonly JobSpec[], options);
   }
 
   /** See {@link Ledger.addJobReporting}: {@link addJob}, saying whether its idempotency key created it. */
-  addJobReporting(spec: JobSpec, options?: EnqueueOptions): Promise<EnqueuedJob> {
-    return this.ledger.addJobReporting(spec, options);
+  addJobReporting(spec: TypedJobSpec<M>, options?: EnqueueOptions): Promise<EnqueuedJob> {
+    return this.ledger.addJobReporting(spec as JobSpec, options);
   }
 
   /** See {@link Ledger.addJobsReporting}: {@link addJobs}, saying for each job whether it was created. */
-  addJobsReporting(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueuedJob[]> {
-    return this.ledger.addJobsReporting(specs, options);
+  addJobsReporting(specs: readonly TypedJobSpec<M>[], options?: EnqueueOptions): Promise<EnqueuedJob[]> {
+    return this.ledger.addJobsReporting(specs as readonly JobSpec[], options);
   }
 
   getJob(id: number): Promise<Job | null> {

@@ -7,6 +7,7 @@
  */
 import type pg from "pg";
 import { namedStatements, type Queryable, unnamedQueryable } from "../db/pool.js";
+import { type FieldProblem, JobValidationError } from "../errors.js";
 import { PendingCap, type PendingCaps } from "./capacity.js";
 import { checkAllowedTypes, validateBatch } from "./checks.js";
 import { IDEMPOTENCY_WINDOW_SECONDS, insertKeyedJobs } from "./idempotency.js";
@@ -45,8 +46,18 @@ export interface EnqueuedJob {
   created: boolean;
 }
 
+/**
+ * Checks payloads against per-type schemas at enqueue (a `JobCatalog`, src/typed/catalog.ts).
+ * Returns every problem, fields named `payload/…` (`jobs/<index>/payload/…` in a batch).
+ */
+export interface PayloadChecker {
+  checkPayloads(specs: readonly JobSpec[], batch: boolean): FieldProblem[];
+}
+
 /** Options of a {@link Ledger} beyond its pool and schema (a `ResolvedConfig` has them all). */
 export interface LedgerOptions extends PendingCaps {
+  /** Checks payloads at enqueue (a `JobCatalog`): a refused one is a `JobValidationError` (422). Default none. */
+  payloadChecker?: PayloadChecker | undefined;
   /**
    * Enqueue only jobs of these types: another type is refused with a `JobValidationError` naming
    * `type` (HTTP 422). Default: any type.
@@ -73,6 +84,9 @@ export class EnqueueLedger {
 
   private readonly idempotencyWindowSeconds: number;
 
+  /** The payload schemas' check; null (no check) unless a catalog was given. */
+  private readonly payloadChecker: PayloadChecker | null;
+
   /**
    * @param pool shared pool for reads and autocommit writes.
    * @param schema schema holding the tables (already migrated).
@@ -90,6 +104,27 @@ export class EnqueueLedger {
         : null;
     this.allowedTypes = options.allowedJobTypes ? new Set(options.allowedJobTypes) : null;
     this.idempotencyWindowSeconds = options.idempotencyWindowSeconds ?? IDEMPOTENCY_WINDOW_SECONDS;
+    this.payloadChecker = options.payloadChecker ?? null;
+  }
+
+  /** Validates one spec, then its payload against the catalog's schema. @throws {JobValidationError} */
+  private validateOne(spec: JobSpec, naming: FieldNaming | undefined): NormalizedJobSpec {
+    const job = validateJobSpec(spec, "", naming);
+    if (this.payloadChecker) this.checkPayloads([spec], false);
+    return job;
+  }
+
+  /** Validates a batch, then its payloads against the catalog's schemas. @throws as {@link validateBatch} */
+  private validateMany(specs: readonly JobSpec[], naming: FieldNaming | undefined): NormalizedJobSpec[] {
+    const jobs = validateBatch(specs, naming);
+    if (this.payloadChecker) this.checkPayloads(specs, true);
+    return jobs;
+  }
+
+  /** @throws {JobValidationError} listing every payload the catalog refuses. */
+  private checkPayloads(specs: readonly JobSpec[], batch: boolean): void {
+    const problems = (this.payloadChecker as PayloadChecker).checkPayloads(specs, batch);
+    if (problems.length > 0) throw new JobValidationError(problems);
   }
 
   /**
@@ -101,7 +136,7 @@ export class EnqueueLedger {
    * @throws {IdempotencyConflictError} its key is held by a job enqueued with another body.
    */
   async addJob(spec: JobSpec, options: EnqueueOptions = {}): Promise<Job> {
-    const job = validateJobSpec(spec, "", options.naming);
+    const job = this.validateOne(spec, options.naming);
     if (this.allowedTypes) checkAllowedTypes([job], this.allowedTypes, false);
     if (this.cap) await this.cap.admit([job.type]);
     if (job.idempotencyKey !== null) {
@@ -123,7 +158,7 @@ export class EnqueueLedger {
    * @throws as {@link addJob}.
    */
   async addJobReporting(spec: JobSpec, options: EnqueueOptions = {}): Promise<EnqueuedJob> {
-    const job = validateJobSpec(spec, "", options.naming);
+    const job = this.validateOne(spec, options.naming);
     const [inserted] = await this.insertValidated([job], options, false);
     return reported(inserted as InsertedJob);
   }
@@ -148,7 +183,7 @@ export class EnqueueLedger {
    * @throws {IdempotencyConflictError} a key is held by a job enqueued with another body; nothing is written.
    */
   async addJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<Job[]> {
-    const jobs = validateBatch(specs, options.naming);
+    const jobs = this.validateMany(specs, options.naming);
     if (jobs.length === 0) return [];
     if (!jobs.some((job) => job.idempotencyKey !== null)) {
       await this.admit(jobs, true);
@@ -165,7 +200,7 @@ export class EnqueueLedger {
    * @throws as {@link addJobs}.
    */
   async addJobIds(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<number[]> {
-    const jobs = validateBatch(specs, options.naming);
+    const jobs = this.validateMany(specs, options.naming);
     if (jobs.length === 0) return [];
     if (jobs.some((job) => job.idempotencyKey !== null))
       return (await this.insertValidated(jobs, options, true)).map(({ row }) => row.id);
@@ -182,7 +217,7 @@ export class EnqueueLedger {
    * @throws as {@link addJobs}.
    */
   async addInsertedJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<InsertedJob[]> {
-    const jobs = validateBatch(specs, options.naming);
+    const jobs = this.validateMany(specs, options.naming);
     if (jobs.length === 0) return [];
     return this.insertValidated(jobs, options, true);
   }
