@@ -126,7 +126,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await app.register(deadLetterRoutes, { ledger });
   await app.register(metricsRoutes, { ledger, config });
   await app.register(overviewRoutes, { ledger, config });
-  await app.register(uiRoutes);
+  await app.register(uiRoutes, { authRequired: false });
   await app.register(healthRoutes, {
     ledger,
     timeoutMs: Math.min(READY_TIMEOUT_MS, (config.apiTimeoutSeconds ?? 4) * 1000),

@@ -9,6 +9,9 @@ import { act } from "./feedback.js";
 import type { Page } from "./page.js";
 import type { DeadLetter, Job, Worker } from "./wire.js";
 
+/** Jobs whose dead-letter entry this page discarded: not asked for again (it would be a 404). */
+const discarded = new Set<number>();
+
 interface Event {
   at: string;
   label: string;
@@ -152,6 +155,7 @@ function actions(job: Job, dead: DeadLetter | null, refresh: () => void): HTMLEl
               "Discard",
               async () => {
                 await call(`dead-letters/${job.id}`, "DELETE");
+                discarded.add(job.id);
                 return `Dead-letter entry of job #${job.id} discarded.`;
               },
               refresh,
@@ -183,7 +187,7 @@ export function jobPage(id: number): Page {
       throw error;
     }
     const [dead, workers] = await Promise.all([
-      job.status === "dead" || job.errors.length > 0
+      job.status === "dead" && !discarded.has(id)
         ? call<DeadLetter>(`dead-letters/${id}`).catch((e: unknown) =>
             e instanceof ApiError && e.status === 404 ? null : Promise.reject(e),
           )
