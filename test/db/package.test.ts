@@ -54,7 +54,9 @@ it("npm pack holds the queue, API, CLI, tools, dashboard, migrations and the sou
   const benchFiles = files.filter((f) => /(^|\/)bench(\/|[-.])|bench-reads|(^|\/)test\//.test(f));
   assert.deepEqual(benchFiles, [], "benchmark or test files in the package");
   assert.deepEqual(
-    files.filter((f) => !/^(dist\/src\/|dist\/ui\/|src\/|package\.json$|README\.md$|CHANGELOG\.md$|LICENSE$)/.test(f)),
+    files.filter(
+      (f) => !/^(dist\/src\/|dist\/ui\/|src\/|package\.json$|README\.md$|CHANGELOG\.md$|LICENSE$)/.test(f),
+    ),
     [],
     "files outside dist/src, dist/ui (the dashboard) and src (the sources its source maps point at, and the migrations)",
   );
