@@ -19,6 +19,12 @@ interface Event {
   kind: string;
 }
 
+/** `later` − `earlier` (ISO-8601 instants) in ms or s, never negative. */
+function ms(later: string, earlier: string): string {
+  const elapsed = Math.max(0, Date.parse(later) - Date.parse(earlier));
+  return elapsed < 1000 ? `${elapsed} ms` : `${(elapsed / 1000).toFixed(elapsed < 10_000 ? 2 : 1)} s`;
+}
+
 /** The job's history in time order: enqueued, each failed attempt, the last claim and start, the end. */
 function timeline(job: Job): HTMLElement {
   const events: Event[] = [{ at: job.created_at, label: "enqueued", kind: "pending" }];
@@ -34,7 +40,7 @@ function timeline(job: Job): HTMLElement {
     events.push({
       at: job.claimed_at,
       label: `attempt ${job.attempt} claimed`,
-      detail: job.worker_id ? `worker ${job.worker_id}` : undefined,
+      detail: `${job.worker_id ? `worker ${job.worker_id}, ` : ""}${ms(job.claimed_at, job.run_at)} after it was due`,
       kind: "claimed",
     });
   if (job.started_at)
@@ -43,7 +49,12 @@ function timeline(job: Job): HTMLElement {
     events.push({
       at: job.completed_at,
       label: job.status,
-      detail: job.status === "dead" ? (job.error ?? undefined) : undefined,
+      detail:
+        job.status === "dead"
+          ? (job.error ?? undefined)
+          : job.status === "done" && job.started_at
+            ? `ran ${ms(job.completed_at, job.started_at)}`
+            : undefined,
       kind: job.status,
     });
   events.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
