@@ -9,7 +9,9 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts ./scripts
 COPY src ./src
-RUN npx tsc -p tsconfig.build.json && node scripts/copy-migrations.mjs \
+COPY ui ./ui
+# The dashboard (GET /ui) is bundled here, while esbuild (a devDependency) is installed.
+RUN npx tsc -p tsconfig.build.json && node scripts/copy-migrations.mjs && node scripts/build-ui.mjs \
  && npm prune --omit=dev --ignore-scripts
 
 FROM node:22-bookworm-slim

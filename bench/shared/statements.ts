@@ -84,3 +84,51 @@ export const pruningLockHeld = (schema: string): Statement =>
     `SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted
        AND classid = ($1::int4::bigint & 4294967295)::oid AND objid = 4294967294) AS pruning`,
   );
+
+/**
+ * History for `npm run bench:ui`: $1 finished jobs of 20 types (`type_0` … `type_19`), completed
+ * over the last $2 seconds, 94 % done, 5 % dead (each with its dead-letter entry), 1 % cancelled,
+ * in one statement (the insert trigger counts them). Returns `{inserted}`.
+ */
+export const insertUiHistory = (schema: string): Statement =>
+  statement(
+    schema,
+    "bench_insert_ui_history",
+    `WITH rows AS (
+       SELECT 'type_' || (i % 20) AS type,
+              CASE WHEN i % 100 < 94 THEN 'done' WHEN i % 100 < 99 THEN 'dead' ELSE 'cancelled' END AS status,
+              now() - make_interval(secs => random() * $2::float8) AS finished
+       FROM generate_series(1, $1::int) AS i
+     ), inserted AS (
+       INSERT INTO $S.jobs (type, status, created_at, run_at, started_at, completed_at, result, error, attempt, errors)
+       SELECT type, status, finished - interval '1 second', finished - interval '1 second', finished - interval '10 ms',
+              finished, CASE WHEN status = 'done' THEN '{"ok":true}'::jsonb END,
+              CASE WHEN status = 'dead' THEN 'bench: failed on purpose' END, CASE WHEN status = 'dead' THEN 4 ELSE 0 END,
+              '[]'::jsonb
+       FROM rows
+       RETURNING id, type, status, payload, priority, max_retries, error, attempt, errors, worker_id, created_at, completed_at
+     ), dead AS (
+       INSERT INTO $S.dead_letter_jobs (job_id, type, payload, priority, max_retries, error, attempts, errors, worker_id, created_at, died_at)
+       SELECT id, type, payload, priority, max_retries, error, attempt, errors, worker_id, created_at, completed_at
+       FROM inserted WHERE status = 'dead'
+     )
+     SELECT count(*)::int AS inserted FROM inserted`,
+  );
+
+/**
+ * Fills `job_stats` as an hour of steady work leaves it (`npm run bench:ui`): every second of the
+ * last $1 seconds, all 16 slots, $2 done and $3 failed per row. Existing buckets are left alone.
+ */
+export const fillUiStats = (schema: string): Statement =>
+  statement(
+    schema,
+    "bench_fill_ui_stats",
+    `INSERT INTO $S.job_stats (bucket, slot, done, failed, exec_seconds)
+     SELECT date_trunc('second', now()) - make_interval(secs => s), slot, $2::int, $3::int, $2::int * 0.01
+     FROM generate_series(0, $1::int - 1) AS s, generate_series(0, 15) AS slot
+     ON CONFLICT (bucket, slot) DO NOTHING`,
+  );
+
+/** Refreshes the planner's statistics of the jobs table (after a benchmark's bulk insert). */
+export const analyzeJobs = (schema: string): string =>
+  statement(schema, "bench_analyze_jobs", `ANALYZE $S.jobs`).text;

@@ -144,7 +144,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await app.register(scheduleRoutes, { ledger });
   await app.register(metricsRoutes, { ledger, config });
   await app.register(overviewRoutes, { ledger, config });
-  await app.register(uiRoutes);
+  await app.register(uiRoutes, { authRequired: config.apiToken !== undefined });
   await app.register(healthRoutes, {
     ledger,
     timeoutMs: Math.min(READY_TIMEOUT_MS, (config.apiTimeoutSeconds ?? 4) * 1000),

@@ -30,7 +30,7 @@ function packedFiles(): string[] {
   return pack.files.map((f) => f.path).sort();
 }
 
-it("npm pack holds the queue, API, CLI, tools, migrations and the sources of its maps, and no bench or competitor code", () => {
+it("npm pack holds the queue, API, CLI, tools, dashboard, migrations and the sources of its maps, and no bench or competitor code", () => {
   const files = packedFiles();
   for (const expected of [
     "package.json",
@@ -46,14 +46,19 @@ it("npm pack holds the queue, API, CLI, tools, migrations and the sources of its
     "dist/src/db/migrations/0001_init.sql",
     "src/db/migrations/0001_init.sql",
     "src/index.ts",
+    "dist/ui/index.html",
+    "dist/ui/app.js",
+    "dist/ui/app.css",
   ])
     assert.ok(files.includes(expected), `${expected} is missing from the package`);
   const benchFiles = files.filter((f) => /(^|\/)bench(\/|[-.])|bench-reads|(^|\/)test\//.test(f));
   assert.deepEqual(benchFiles, [], "benchmark or test files in the package");
   assert.deepEqual(
-    files.filter((f) => !/^(dist\/src\/|src\/|package\.json$|README\.md$|CHANGELOG\.md$|LICENSE$)/.test(f)),
+    files.filter(
+      (f) => !/^(dist\/src\/|dist\/ui\/|src\/|package\.json$|README\.md$|CHANGELOG\.md$|LICENSE$)/.test(f),
+    ),
     [],
-    "files outside dist/src and src (the sources its source maps point at, and the migrations)",
+    "files outside dist/src, dist/ui (the dashboard) and src (the sources its source maps point at, and the migrations)",
   );
   const imports = new RegExp(
     String.raw`(from\s*|import\s*\(\s*|require\s*\(\s*)["'](${COMPETITORS.join("|")}|[^"']*\/bench\/[^"']*)["']`,

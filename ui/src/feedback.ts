@@ -5,10 +5,15 @@ import { h } from "./dom.js";
 /** Asks the operator to confirm `message`; resolves true only on the confirm button. */
 export function confirmAction(message: string, confirmLabel: string): Promise<boolean> {
   const dialog = h("dialog", { class: "confirm", "aria-label": "Confirm" });
+  // The live refresh may have replaced the button that opened the dialog: focus goes back to its
+  // successor (same data-key), not to the page's start.
+  const opener =
+    document.activeElement instanceof HTMLElement ? document.activeElement.dataset.key : undefined;
   return new Promise((resolve) => {
     const close = (ok: boolean) => {
       dialog.close();
       dialog.remove();
+      if (opener) document.querySelector<HTMLElement>(`[data-key="${CSS.escape(opener)}"]`)?.focus();
       resolve(ok);
     };
     dialog.append(

@@ -9,11 +9,20 @@ import { act } from "./feedback.js";
 import type { Page } from "./page.js";
 import type { DeadLetter, Job, Worker } from "./wire.js";
 
+/** Jobs whose dead-letter entry this page discarded: not asked for again (it would be a 404). */
+const discarded = new Set<number>();
+
 interface Event {
   at: string;
   label: string;
   detail?: string;
   kind: string;
+}
+
+/** `later` − `earlier` (ISO-8601 instants) in ms or s, never negative. */
+function ms(later: string, earlier: string): string {
+  const elapsed = Math.max(0, Date.parse(later) - Date.parse(earlier));
+  return elapsed < 1000 ? `${elapsed} ms` : `${(elapsed / 1000).toFixed(elapsed < 10_000 ? 2 : 1)} s`;
 }
 
 /** The job's history in time order: enqueued, each failed attempt, the last claim and start, the end. */
@@ -31,7 +40,7 @@ function timeline(job: Job): HTMLElement {
     events.push({
       at: job.claimed_at,
       label: `attempt ${job.attempt} claimed`,
-      detail: job.worker_id ? `worker ${job.worker_id}` : undefined,
+      detail: `${job.worker_id ? `worker ${job.worker_id}, ` : ""}${ms(job.claimed_at, job.run_at)} after it was due`,
       kind: "claimed",
     });
   if (job.started_at)
@@ -40,7 +49,12 @@ function timeline(job: Job): HTMLElement {
     events.push({
       at: job.completed_at,
       label: job.status,
-      detail: job.status === "dead" ? (job.error ?? undefined) : undefined,
+      detail:
+        job.status === "dead"
+          ? (job.error ?? undefined)
+          : job.status === "done" && job.started_at
+            ? `ran ${ms(job.completed_at, job.started_at)}`
+            : undefined,
       kind: job.status,
     });
   events.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
@@ -152,6 +166,7 @@ function actions(job: Job, dead: DeadLetter | null, refresh: () => void): HTMLEl
               "Discard",
               async () => {
                 await call(`dead-letters/${job.id}`, "DELETE");
+                discarded.add(job.id);
                 return `Dead-letter entry of job #${job.id} discarded.`;
               },
               refresh,
@@ -183,7 +198,7 @@ export function jobPage(id: number): Page {
       throw error;
     }
     const [dead, workers] = await Promise.all([
-      job.status === "dead" || job.errors.length > 0
+      job.status === "dead" && !discarded.has(id)
         ? call<DeadLetter>(`dead-letters/${id}`).catch((e: unknown) =>
             e instanceof ApiError && e.status === 404 ? null : Promise.reject(e),
           )

@@ -3,7 +3,7 @@
  * (`#/`, `#/jobs?…`, `#/jobs/42`, `#/dead?…`, `#/enqueue`) and the live loop, which refreshes the
  * page shown every 2 s while the tab is visible (one request round at a time).
  */
-import { ApiError, loadRoutes, setToken, token, whenUnauthorized } from "./api.js";
+import { ApiError, call, loadRoutes, setToken, token, whenUnauthorized } from "./api.js";
 import { deadPage } from "./dead.js";
 import { h } from "./dom.js";
 import { enqueuePage } from "./enqueue.js";
@@ -101,6 +101,14 @@ function login(message?: string): void {
 /** Checks the token (or that none is needed), loads the server's routes and shows the page. */
 async function start(): Promise<void> {
   try {
+    // Ask for the token first when the API needs one, rather than call it to be refused.
+    if (token() === null) {
+      const config = await call<{ auth_required?: boolean }>("ui/config.json");
+      if (config.auth_required) {
+        login();
+        return;
+      }
+    }
     await loadRoutes();
   } catch (error) {
     // A 401 has shown the login form already (whenUnauthorized below).

@@ -40,8 +40,18 @@ function loadFiles(): Map<UiFile, Buffer | null> {
   return files;
 }
 
-/** Registers GET /ui (the page), GET /ui/app.js and GET /ui/app.css. Hidden from the OpenAPI document. */
-export const uiRoutes: FastifyPluginAsync = async (app) => {
+/** Options of {@link uiRoutes}. */
+export interface UiRoutesOptions {
+  /** The API asks for a bearer token: the page shows its login form before calling it. */
+  authRequired: boolean;
+}
+
+/**
+ * Registers GET /ui (the page), GET /ui/app.js, GET /ui/app.css and GET /ui/config.json (whether
+ * the API needs a token, so that the page asks for one instead of calling the API to be refused).
+ * Hidden from the OpenAPI document.
+ */
+export const uiRoutes: FastifyPluginAsync<UiRoutesOptions> = async (app, { authRequired }) => {
   const files = loadFiles();
   const send = (reply: FastifyReply, name: UiFile) => {
     const body = files.get(name);
@@ -72,4 +82,7 @@ export const uiRoutes: FastifyPluginAsync = async (app) => {
   app.get("/ui/", { schema, config }, (_request, reply) => reply.redirect("/ui", 308));
   app.get("/ui/app.js", { schema, config }, (_request, reply) => send(reply, "app.js"));
   app.get("/ui/app.css", { schema, config }, (_request, reply) => send(reply, "app.css"));
+  app.get("/ui/config.json", { schema, config }, (_request, reply) =>
+    reply.header("cache-control", "no-store").send({ auth_required: authRequired }),
+  );
 };
