@@ -107,26 +107,7 @@ export type {
   ListJobsQuery,
   QueueMetrics,
 } from "./queue/types.js";
-export {
-  type CatalogJobs,
-  type DefinitionsMap,
-  defineJob,
-  defineJobs,
-  JobCatalog,
-  type JobDefinition,
-} from "./typed/catalog.js";
-export type {
-  JobMap,
-  JobType,
-  JobTypeName,
-  PayloadOf,
-  ResultOf,
-  TypedHandlerJob,
-  TypedJobHandler,
-  TypedJobSpec,
-  TypedRegisteredHandler,
-  UntypedJobs,
-} from "./typed/map.js";
+export * from "./typed/index.js";
 export { builtinHandlers, registerBuiltinHandlers } from "./worker/handlers/index.js";
 export {
   type HandlerJob,
