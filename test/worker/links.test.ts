@@ -80,7 +80,8 @@ async function startWorkerAt(
     ? pino({ level: "info" }, { write: (line: string) => void lines.push(JSON.parse(line)) })
     : pino({ level: "silent" });
   const worker = new Worker({
-    config: { ...target.config, ...options.config, databaseUrl },
+    // Pooling declared, not probed: the probe's two connections would shift the proxy's count.
+    config: { ...target.config, databasePooling: "session", ...options.config, databaseUrl },
     registry,
     ledger: target.ledger,
     logger,
