@@ -46,6 +46,7 @@ describe("migrate", () => {
         "job_totals",
         "jobs",
         "migrations",
+        "paused_types",
         "schedules",
         "workers",
       ],

@@ -21,9 +21,18 @@ interface PlanNode {
   "Actual Loops"?: number;
   "Actual Rows"?: number;
   "One-Time Filter"?: string;
+  "Rows Removed by Filter"?: number;
+  "Rows Removed by Index Recheck"?: number;
   Plans?: PlanNode[];
 }
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+/** Rows each Sort node of a plan was given (its input's rows over their loops), in plan order. */
+const sortInputs = (plan: PlanNode[]): number[] =>
+  plan
+    .filter((n) => n["Node Type"] === "Sort")
+    .map((n) =>
+      (n.Plans ?? []).reduce((sum, c) => sum + (c["Actual Rows"] ?? 0) * (c["Actual Loops"] ?? 1), 0),
+    );
 
 let db: TestDb;
 let client: pg.Client;
@@ -110,10 +119,10 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
       "candidates are read in claim-index order",
     );
     assert.ok(!jobScans.some((n) => n["Node Type"] === "Seq Scan"), "no sequential scan of jobs");
-    assert.equal(
-      claim.filter((n) => n["Node Type"] === "Sort").length,
-      1,
-      "one sort: the 800 claimed rows' final order, never the pending set",
+    assert.deepEqual(
+      sortInputs(claim),
+      [800, 800],
+      "two sorts: the candidates' (per type, at most 800 each) and the claimed rows' final order, never the pending set",
     );
     // Rounds of claims and completions leave dead entries in jobs_stale_idx (no vacuum yet), and a
     // second lock session holds jobs too. (A drain with two lock sessions in this state once planned
@@ -199,7 +208,7 @@ it("cached plans built on an empty table still walk the claim index and reach ba
         "no sequential scan of jobs",
       );
       return plan
-        .filter((n) => n["Index Name"] !== undefined && n["Node Type"] !== "Bitmap Heap Scan")
+        .filter((n) => n["Index Name"]?.startsWith("jobs_") && n["Node Type"] !== "Bitmap Heap Scan")
         .map(
           (n) =>
             `${n["Node Type"] === "Bitmap Index Scan" ? "Index Scan" : n["Node Type"]} ${n["Index Name"]}`,
@@ -222,10 +231,10 @@ it("cached plans built on an empty table still walk the claim index and reach ba
         "Index Scan jobs_pkey",
         "Index Scan jobs_alone_idx",
       ]);
-      assert.equal(
-        claimPlan.filter((n) => n["Node Type"] === "Sort").length,
-        1,
-        "only the claimed rows are sorted",
+      assert.deepEqual(
+        sortInputs(claimPlan),
+        [800, 800],
+        "only the candidates and the claimed rows are sorted",
       );
       const held = await fresh.sql<{ id: number }>(
         "SELECT id FROM jobs WHERE status = 'claimed' ORDER BY id",
@@ -273,5 +282,78 @@ it("a pruning batch reads the history through the primary key, one batch of rows
     );
   } finally {
     await plain.end();
+  }
+});
+
+it("a claim reads only its own types' pending jobs, whatever other types' backlog, and skips paused types unread", async () => {
+  const fresh = await createTestDb();
+  const lock = new pg.Client({ connectionString: DATABASE_URL });
+  await lock.connect();
+  try {
+    await lock.query(lockConnectionSettings);
+    // 200,000 pending `b` (a backlog ahead of every `a` in claim order: higher priority, older),
+    // 100,000 pending `c`, paused; 20 pending `a`, 20 pending `d`.
+    await fresh.sql(
+      "INSERT INTO jobs (type, priority, run_at) SELECT 'b', 9, now() - interval '1 hour' FROM generate_series(1, 200000)",
+    );
+    await fresh.sql(
+      "INSERT INTO jobs (type, priority, run_at) SELECT 'c', 10, now() - interval '2 hours' FROM generate_series(1, 100000)",
+    );
+    await fresh.sql(
+      "INSERT INTO jobs (type) SELECT t FROM unnest('{a,d}'::text[]) AS t, generate_series(1, 20)",
+    );
+    await fresh.sql("INSERT INTO paused_types (type) VALUES ('c')");
+    await fresh.sql("ANALYZE jobs");
+    const lockClass = Number(lockClassFor(fresh.schema));
+    await lock.query(`PREPARE claim(text[], int, int4, text, bigint[]) AS ${claimJobs(fresh.schema).text}`);
+    /** Rows the claim read from jobs (every scan node's rows over its loops), its indexes, and what it claimed. */
+    const claimReads = async (types: string[], limit: number) => {
+      const { rows } = await lock.query(
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim('{${types.join(",")}}', ${limit}, ${lockClass}, 'w', '{}')`,
+      );
+      const [explained] = rows[0]["QUERY PLAN"] as { Plan: PlanNode }[];
+      const scans = nodes(explained?.Plan as PlanNode).filter(
+        (n) => n["Relation Name"] === "jobs" || n["Index Name"]?.startsWith("jobs_"),
+      );
+      const read = scans.reduce(
+        (sum, n) =>
+          sum +
+          ((n["Actual Rows"] ?? 0) +
+            (n["Rows Removed by Filter"] ?? 0) +
+            (n["Rows Removed by Index Recheck"] ?? 0)) *
+            (n["Actual Loops"] ?? 1),
+        0,
+      );
+      const claimed = await fresh.sql<{ type: string; n: number }>(
+        "SELECT type, count(*)::int AS n FROM jobs WHERE status = 'claimed' GROUP BY type ORDER BY type",
+      );
+      await lock.query("SELECT pg_advisory_unlock_all()");
+      await fresh.sql(
+        "UPDATE jobs SET status = 'pending', worker_id = NULL, claimed_at = NULL WHERE status = 'claimed'",
+      );
+      return { read, indexes: new Set(scans.map((n) => n["Index Name"])), claimed };
+    };
+    const one = await claimReads(["a"], 10);
+    assert.deepEqual(one.claimed, [{ type: "a", n: 10 }]);
+    assert.ok(one.indexes.has("jobs_claim_idx"), "the claim walks jobs_claim_idx");
+    assert.ok(one.read <= 50, `a claim of 10 \`a\` jobs read ${one.read} rows of jobs`);
+    // A worker of many types, one of them paused with a backlog ahead of all others: the paused
+    // type's jobs are never read, the others give at most `limit` rows each.
+    const many = await claimReads(["a", "c", "d", "e", "f"], 30);
+    assert.deepEqual(many.claimed, [
+      { type: "a", n: 20 },
+      { type: "d", n: 10 },
+    ]);
+    assert.ok(many.read <= 150, `a claim of 30 jobs of 5 types read ${many.read} rows of jobs`);
+    // The guard can fail: without the type-led index the same claim reads the whole backlog.
+    await fresh.sql("DROP INDEX jobs_claim_idx");
+    await lock.query("DEALLOCATE claim");
+    await lock.query(`PREPARE claim(text[], int, int4, text, bigint[]) AS ${claimJobs(fresh.schema).text}`);
+    const unindexed = await claimReads(["a"], 10);
+    assert.deepEqual(unindexed.claimed, [{ type: "a", n: 10 }]);
+    assert.ok(unindexed.read > 200_000, `without jobs_claim_idx the claim read ${unindexed.read} rows`);
+  } finally {
+    await lock.end();
+    await fresh.drop();
   }
 });

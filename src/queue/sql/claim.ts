@@ -5,7 +5,8 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
 
 /**
  * The claim protocol (DESIGN.md §5), one statement, one round trip, on the worker's lock session:
- * pick due pending jobs of the handled types in claim order with FOR UPDATE SKIP LOCKED, take the
+ * pick due pending jobs of the handled types that are not paused (paused_types) in claim order
+ * with FOR UPDATE SKIP LOCKED, take the
  * session-level advisory lock of each while its row lock is held (skipping any whose lock another
  * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
  * applied before any lock is tried. The update finds its rows through `id = ANY(ARRAY(...))`, an
@@ -31,6 +32,15 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * any of `$1` is due, one more row follows the claimed ones, every column NULL (one probe of
  * jobs_alone_idx, which is empty but after a worker's loss).
  * Returns the claimed jobs in claim order (priority DESC, run_at, id), then that report row, if any.
+ *
+ * The candidates are read per type (a LATERAL per element of `$1`, through jobs_claim_idx, which
+ * is led by type), so that a claim never reads other types' pending jobs: each type gives its
+ * first `$2` unlocked due jobs in claim order, and the first `$2` of their union, in claim order,
+ * are the candidates, the same jobs as one walk of all of `$1`'s pending jobs in claim order would
+ * take. The price: when several of `$1` have due jobs, the rows a type gives beyond the claimed
+ * ones stay row-locked until the claim commits (other claims skip them meanwhile). A paused type
+ * is dropped before its scan, so it costs nothing. `test/queue/plans.test.ts` checks the plan with
+ * 1,000,000 pending jobs of another type.
  */
 export const claimJobs = (schema: string): Statement =>
   statement(
@@ -42,7 +52,8 @@ export const claimJobs = (schema: string): Statement =>
      (SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id)
      UNION ALL
      (SELECT ${CLAIMED_COLUMNS} FROM (SELECT (NULL::$S.jobs).*) AS report
-      WHERE EXISTS (SELECT FROM $S.jobs WHERE status = 'pending' AND run_alone AND run_at <= now() AND type = ANY($1::text[])))`,
+      WHERE EXISTS (SELECT FROM $S.jobs WHERE status = 'pending' AND run_alone AND run_at <= now() AND type = ANY($1::text[])
+                    AND type <> ALL(${PAUSED_TYPES})))`,
   );
 
 /**
@@ -85,14 +96,35 @@ const claimCtes = (p: {
   after: string;
   alone: boolean;
 }): string =>
-  `candidates AS MATERIALIZED (
+  p.alone
+    ? `candidates AS MATERIALIZED (
        SELECT id FROM $S.jobs
-       WHERE status = 'pending' AND ${p.alone ? "run_alone" : "NOT run_alone"} AND run_at <= now()
-         AND type = ANY(${p.types}::text[]) AND ${p.after}
+       WHERE status = 'pending' AND run_alone AND run_at <= now()
+         AND type = ANY(${p.types}::text[]) AND type <> ALL(${PAUSED_TYPES}) AND ${p.after}
        ORDER BY priority DESC, run_at, id
        LIMIT ${p.limit}
        FOR UPDATE SKIP LOCKED
-     ), locked AS MATERIALIZED (
+     ${CLAIM_TAIL(p)}`
+    : `candidates AS MATERIALIZED (
+       SELECT c.id FROM unnest(${p.types}::text[]) AS t(type)
+       CROSS JOIN LATERAL (
+         SELECT id, priority, run_at FROM $S.jobs
+         WHERE type = t.type AND status = 'pending' AND NOT run_alone AND run_at <= now()
+         ORDER BY priority DESC, run_at, id
+         LIMIT ${p.limit}
+         FOR UPDATE SKIP LOCKED
+       ) AS c
+       WHERE t.type <> ALL(${PAUSED_TYPES}) AND ${p.after}
+       ORDER BY c.priority DESC, c.run_at, c.id
+       LIMIT ${p.limit}
+     ${CLAIM_TAIL(p)}`;
+
+/** The paused types (an InitPlan: paused_types is read once per statement). */
+const PAUSED_TYPES = "ARRAY(SELECT type FROM $S.paused_types)";
+
+/** The CTEs after `candidates` (see {@link claimCtes}). */
+const CLAIM_TAIL = (p: { lockClass: string; workerId: string }): string =>
+  `), locked AS MATERIALIZED (
        SELECT id FROM candidates WHERE pg_try_advisory_lock(${lockKey(p.lockClass, "id")})
      ), claimed AS (
        UPDATE $S.jobs AS j
