@@ -18,6 +18,7 @@ import { type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "./con
 import { createPool, setNamedStatements } from "./db/pool.js";
 import { ConfigError } from "./errors.js";
 import { createLogger, type Logger } from "./log.js";
+import { poolStarvationWarning } from "./pool-warning.js";
 import type {
   DeadLetterBatch,
   DeadLetterFilter,
@@ -26,6 +27,7 @@ import type {
   ReplayOutcome,
   RetryOutcome,
 } from "./queue/dead-letters.js";
+import type { TypePause, TypeState } from "./queue/job-types.js";
 import {
   type DeadLetterBatchOptions,
   type EnqueuedJob,
@@ -75,6 +77,7 @@ export {
   TaskQueueError,
   WorkerStateError,
 } from "./errors.js";
+export { poolStarvationWarning } from "./pool-warning.js";
 export type {
   DeadLetterBatch,
   DeadLetterFilter,
@@ -84,6 +87,7 @@ export type {
   RetryOutcome,
 } from "./queue/dead-letters.js";
 export { LIMITS } from "./queue/job-shape.js";
+export type { TypePause, TypeState, UnhandledType } from "./queue/job-types.js";
 export {
   type DeadLetterBatchOptions,
   type EnqueuedJob,
@@ -127,21 +131,6 @@ export {
   type WorkerHealth,
   type WorkerState,
 } from "./worker/worker.js";
-
-/**
- * The start-up warning for a worker whose handlers can exhaust the shared pool, or null when they
- * cannot: with `workerCount` ≥ the pool's size, handlers that each hold a client of `queue.pool` (a
- * transaction) and call `addJob` without it leave no connection for those calls, nor for anything
- * else on the pool. Such waits end after `connectTimeoutSeconds` with a {@link PoolTimeoutError}.
- */
-export function poolStarvationWarning(workerCount: number, poolSize: number): string | null {
-  if (workerCount < poolSize) return null;
-  return (
-    `workerCount (${workerCount}) is at least the shared pool's size (${poolSize}): handlers that hold a client of queue.pool ` +
-    "and call addJob without it can take every connection and starve each other (PoolTimeoutError). " +
-    "Pass {client} to addJob inside the transaction, or raise poolSize (POOL_SIZE) above workerCount"
-  );
-}
 
 /** Options of {@link TaskQueue}: the config fields, plus an optional pool, logger and job catalog. */
 export interface TaskQueueInit<M extends JobMap = UntypedJobs> extends TaskQueueOptions {
@@ -336,6 +325,21 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
   /** Deletes a schedule (its jobs stay). @throws {ScheduleNotFoundError} */
   unschedule(name: string): Promise<Schedule> {
     return this.ledger.unschedule(name);
+  }
+
+  /** Pauses `type` on every host (running jobs finish; idempotent). @throws {JobValidationError} bad name. */
+  pauseType(type: string): Promise<TypePause> {
+    return this.ledger.pauseType(type);
+  }
+
+  /** Resumes `type` and wakes the workers (idempotent). @throws {JobValidationError} bad name. */
+  resumeType(type: string): Promise<TypePause> {
+    return this.ledger.resumeType(type);
+  }
+
+  /** Every known type: paused, pending jobs, oldest due pending age, live workers (type order). */
+  listTypes(): Promise<TypeState[]> {
+    return this.ledger.listTypes(this.config.staleThresholdSeconds);
   }
 
   metrics(): Promise<QueueMetrics> {

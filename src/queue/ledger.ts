@@ -22,6 +22,7 @@ import {
 import { EnqueueLedger, type LedgerOptions } from "./enqueue.js";
 import { type HeldLock, type RelationSize, readHeldLocks, readRelationSizes } from "./inspect.js";
 import { LIMITS } from "./job-shape.js";
+import { pauseJobType, readTypeStates, resumeJobType, type TypePause, type TypeState } from "./job-types.js";
 import { lockClassFor } from "./lock-class.js";
 import { readThroughput, readTypeDepths, type ThroughputMinute, type TypeDepth } from "./overview.js";
 import { addJobEvents, readMetrics, readTypeFigures, readWorkers, type TypeFigures } from "./reads.js";
@@ -310,6 +311,28 @@ export class Ledger extends EnqueueLedger {
    */
   typeDepths(workerLivenessSeconds: number): Promise<TypeDepth[]> {
     return readTypeDepths(this.pool, this.schema, workerLivenessSeconds);
+  }
+
+  /**
+   * Pauses `type` on every host: claims skip it from the next one on (running jobs finish).
+   * Idempotent. @throws {JobValidationError} for a bad type name.
+   */
+  pauseType(type: string): Promise<TypePause> {
+    return pauseJobType(this.pool, this.schema, type);
+  }
+
+  /** Resumes `type` and wakes the workers. Idempotent. @throws {JobValidationError} for a bad type name. */
+  resumeType(type: string): Promise<TypePause> {
+    return resumeJobType(this.pool, this.schema, type);
+  }
+
+  /**
+   * Every known type (pending jobs, paused, or claimed by a live worker), in type order: paused,
+   * pending jobs, oldest due pending age, live workers.
+   * @param workerLivenessSeconds a worker counts as live if its heartbeat is younger than this.
+   */
+  listTypes(workerLivenessSeconds: number): Promise<TypeState[]> {
+    return readTypeStates(this.pool, this.schema, workerLivenessSeconds);
   }
 
   /** Finished attempts per minute over the last `minutes` (1–60) minutes, oldest first, zeros included. */

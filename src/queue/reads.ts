@@ -5,6 +5,7 @@
  */
 import type { Queryable } from "../db/pool.js";
 import { TaskQueueError } from "../errors.js";
+import { readTypeStates, unhandledTypes } from "./job-types.js";
 import { countJobEvents, typeFigures } from "./sql/observability.js";
 import { listWorkers, metrics } from "./sql/read.js";
 import { JOB_STATUSES, type JobStatus, type QueueMetrics, type WorkerInfo } from "./types.js";
@@ -21,19 +22,22 @@ export async function readMetrics(
   schema: string,
   workerLivenessSeconds: number,
 ): Promise<QueueMetrics> {
-  const { rows } = await db.query<{
-    depth: Record<string, number>;
-    active_workers: number;
-    fenced_writes: number;
-    dead_letter_count: number;
-    done_in_window: number;
-    failed_in_window: number;
-    exec_seconds: number;
-    p50: number | null;
-    p90: number | null;
-    p99: number | null;
-    samples: number;
-  }>({ ...metrics(schema), values: [METRICS_WINDOW_SECONDS, workerLivenessSeconds] });
+  const [{ rows }, states] = await Promise.all([
+    db.query<{
+      depth: Record<string, number>;
+      active_workers: number;
+      fenced_writes: number;
+      dead_letter_count: number;
+      done_in_window: number;
+      failed_in_window: number;
+      exec_seconds: number;
+      p50: number | null;
+      p90: number | null;
+      p99: number | null;
+      samples: number;
+    }>({ ...metrics(schema), values: [METRICS_WINDOW_SECONDS, workerLivenessSeconds] }),
+    readTypeStates(db, schema, workerLivenessSeconds),
+  ]);
   const r = rows[0];
   if (!r) throw new TaskQueueError("metrics_unavailable", "the metrics query returned no row");
   const depth = Object.fromEntries(JOB_STATUSES.map((s) => [s, Number(r.depth[s] ?? 0)])) as Record<
@@ -51,6 +55,8 @@ export async function readMetrics(
     deadLetterCount: r.dead_letter_count,
     fencedWrites: r.fenced_writes,
     windowSeconds: METRICS_WINDOW_SECONDS,
+    pausedTypes: states.filter((t) => t.paused).map((t) => ({ type: t.type, pausedAt: t.pausedAt as Date })),
+    unhandledTypes: unhandledTypes(states),
   };
 }
 

@@ -136,6 +136,13 @@ export interface QueueMetrics {
   fencedWrites: number;
   /** Length of the trailing window, seconds. */
   windowSeconds: number;
+  /** Paused types (claims skip them), in type order, with when each was paused. */
+  pausedTypes: { type: string; pausedAt: Date }[];
+  /**
+   * Types with pending jobs that no live worker claims, in type order: how many are pending and
+   * the age of the oldest due one (seconds; null when none is due yet).
+   */
+  unhandledTypes: { type: string; pending: number; oldestPendingAgeSeconds: number | null }[];
 }
 
 /** A live worker process, as its heartbeat row says. */
