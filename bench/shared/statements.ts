@@ -132,3 +132,15 @@ export const fillUiStats = (schema: string): Statement =>
 /** Refreshes the planner's statistics of the jobs table (after a benchmark's bulk insert). */
 export const analyzeJobs = (schema: string): string =>
   statement(schema, "bench_analyze_jobs", `ANALYZE $S.jobs`).text;
+
+/**
+ * A backlog: `$3` pending jobs of type `$1`, priority `$2`, due an hour ago (ahead of any job
+ * enqueued now in claim order). One NOTIFY for the whole statement.
+ */
+export const insertBacklog = (schema: string): Statement =>
+  statement(
+    schema,
+    "bench_insert_backlog",
+    `INSERT INTO $S.jobs (type, priority, run_at)
+     SELECT $1::text, $2::int, now() - interval '1 hour' FROM generate_series(1, $3::int)`,
+  );
