@@ -22,6 +22,7 @@ import { jobRoutes } from "./routes/jobs.js";
 import { metricsRoutes } from "./routes/metrics.js";
 import { overviewRoutes } from "./routes/overview.js";
 import { scheduleRoutes } from "./routes/schedules.js";
+import { typeRoutes } from "./routes/types.js";
 import { uiRoutes } from "./routes/ui.js";
 import { typeBoxValidatorCompiler } from "./validation.js";
 
@@ -67,7 +68,7 @@ function packageVersion(): string {
  * GET /jobs/:id, GET /jobs, DELETE /jobs/:id, POST /jobs/:id/retry, GET /dead-letters,
  * GET /dead-letters/:job_id, POST /dead-letters/:job_id/replay, POST /dead-letters/replay,
  * DELETE /dead-letters/:job_id, POST /dead-letters/discard, PUT/GET/DELETE /schedules/:name,
- * GET /schedules, GET /metrics, GET /metrics/prometheus,
+ * GET /schedules, GET /types, POST /types/:type/pause, POST /types/:type/resume, GET /metrics, GET /metrics/prometheus,
  * GET /stats/types, GET /stats/throughput, GET /workers, GET /health, GET /ready, GET /docs (Swagger UI),
  * GET /docs/json (OpenAPI 3.1), GET /ui (the web dashboard, static files; routes/ui.ts). With
  * `config.apiToken`, every route but /health, /ready, /docs and /ui needs `Authorization: Bearer` (auth.ts).
@@ -86,7 +87,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   const app = Fastify({
     bodyLimit,
     // Parses as Fastify's default and notes badly percent-encoded parameters for the check below.
-    routerOptions: { querystringParser: parseQueryString },
+    // Path parameters up to a 200-character job type, percent-encoded (12 characters per astral
+    // character, two UTF-16 units), instead of Fastify's 100: longer ones get 414.
+    routerOptions: { querystringParser: parseQueryString, maxParamLength: 1200 },
     ...(typeof logger === "object"
       ? { loggerInstance: logger }
       : { logger: logger ? { level: config.logLevel } : false }),
@@ -129,6 +132,10 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
           name: "schedules",
           description: "Cron schedules: each tick enqueues one job, however many worker processes run.",
         },
+        {
+          name: "types",
+          description: "Job types: pending jobs, live workers; pause and resume claiming a type.",
+        },
         { name: "metrics", description: "Queue figures across every worker process." },
         { name: "health", description: "Liveness and readiness probes." },
       ],
@@ -142,6 +149,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   await app.register(jobRoutes, { ledger });
   await app.register(deadLetterRoutes, { ledger });
   await app.register(scheduleRoutes, { ledger });
+  await app.register(typeRoutes, { ledger, config });
   await app.register(metricsRoutes, { ledger, config });
   await app.register(overviewRoutes, { ledger, config });
   await app.register(uiRoutes, { authRequired: config.apiToken !== undefined });

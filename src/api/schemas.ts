@@ -239,6 +239,22 @@ export const MetricsResponse = Type.Object({
     description: "Late writes refused by the claim fence, summed over live workers.",
   }),
   window_seconds: Type.Number({ description: "Length of the trailing window of the rates." }),
+  paused_types: Type.Array(
+    Type.Object({ type: Type.String(), paused_at: Type.String({ format: "date-time" }) }),
+    { description: "Paused types (no worker claims their jobs), in type order (POST /types/{type}/pause)." },
+  ),
+  unhandled_types: Type.Array(
+    Type.Object({
+      type: Type.String(),
+      pending: Type.Integer({ description: "Pending jobs of the type." }),
+      oldest_pending_age_seconds: nullable(
+        Type.Number({
+          description: "Seconds since the oldest due pending job became due; null when none is due.",
+        }),
+      ),
+    }),
+    { description: "Types with pending jobs that no live worker claims: nobody will run them." },
+  ),
 });
 export type MetricsResponse = Static<typeof MetricsResponse>;
 

@@ -97,6 +97,32 @@ export class DatabaseMetrics {
           .map((l) => ({ labels: { type: l.type }, value: l.oldestDueSeconds ?? 0 })),
     });
     snapshotMetric(r, {
+      name: "taskqueue_type_paused",
+      help: "1 for a paused type (no worker claims its jobs), 0 for other types with live jobs.",
+      type: "gauge",
+      samples: () => this.pausedSamples(),
+    });
+    snapshotMetric(r, {
+      name: "taskqueue_unhandled_pending_jobs",
+      help: "Pending jobs of a type that no live worker claims, per type (absent: some worker claims it).",
+      type: "gauge",
+      samples: () =>
+        (this.snapshot?.metrics.unhandledTypes ?? []).map((t) => ({
+          labels: { type: t.type },
+          value: t.pending,
+        })),
+    });
+    snapshotMetric(r, {
+      name: "taskqueue_unhandled_oldest_pending_age_seconds",
+      help: "Age of the oldest due pending job of a type that no live worker claims (now - run_at); 0 when none is due.",
+      type: "gauge",
+      samples: () =>
+        (this.snapshot?.metrics.unhandledTypes ?? []).map((t) => ({
+          labels: { type: t.type },
+          value: t.oldestPendingAgeSeconds ?? 0,
+        })),
+    });
+    snapshotMetric(r, {
       name: "taskqueue_active_workers",
       help: "Live workers: lock sessions (one per worker process, or per lane) with a fresh heartbeat.",
       type: "gauge",
@@ -126,6 +152,17 @@ export class DatabaseMetrics {
     const result = this.queue.then(run, run);
     this.queue = result.catch(() => undefined);
     return result;
+  }
+
+  /** `taskqueue_type_paused`: 1 per paused type, 0 per other type with live jobs, in type order. */
+  private pausedSamples(): Sample[] {
+    const s = this.snapshot;
+    if (!s) return [];
+    const byType = new Map<string, number>(s.types.live.map((l) => [l.type, 0]));
+    for (const p of s.metrics.pausedTypes) byType.set(p.type, 1);
+    return [...byType]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([type, value]) => ({ labels: { type }, value }));
   }
 
   /** Every type seen in a counter or a histogram, so that each counter has a series per type. */

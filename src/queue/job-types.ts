@@ -99,7 +99,8 @@ export async function readTypeStates(
     paused: r.paused_at !== null,
     pausedAt: r.paused_at,
     pending: Number(r.pending),
-    oldestPendingAgeSeconds: r.oldest_pending_age_seconds,
+    oldestPendingAgeSeconds:
+      r.oldest_pending_age_seconds === null ? null : Math.max(0, r.oldest_pending_age_seconds),
     liveWorkers: r.live_workers,
   }));
 }

@@ -79,6 +79,7 @@ describe("health, readiness and docs", () => {
       "GET /schedules/{name}",
       "GET /stats/throughput",
       "GET /stats/types",
+      "GET /types",
       "GET /workers",
       "POST /dead-letters/discard",
       "POST /dead-letters/replay",
@@ -86,6 +87,8 @@ describe("health, readiness and docs", () => {
       "POST /jobs",
       "POST /jobs/batch",
       "POST /jobs/{id}/retry",
+      "POST /types/{type}/pause",
+      "POST /types/{type}/resume",
       "PUT /schedules/{name}",
     ]);
     for (const [path, methods] of Object.entries(doc.paths)) {

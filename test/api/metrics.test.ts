@@ -37,7 +37,9 @@ describe("metrics", () => {
       "execution_seconds",
       "fenced_writes",
       "jobs_per_second",
+      "paused_types",
       "queue_depth",
+      "unhandled_types",
       "window_seconds",
     ]);
     assert.deepEqual(m.queue_depth, { pending: 0, claimed: 0, running: 0, done: 0, dead: 0, cancelled: 0 });

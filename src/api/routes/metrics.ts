@@ -28,6 +28,12 @@ export function toMetricsResponse(m: QueueMetrics): MetricsResponse {
     dead_letter_count: m.deadLetterCount,
     fenced_writes: m.fencedWrites,
     window_seconds: m.windowSeconds,
+    paused_types: m.pausedTypes.map((t) => ({ type: t.type, paused_at: t.pausedAt.toISOString() })),
+    unhandled_types: m.unhandledTypes.map((t) => ({
+      type: t.type,
+      pending: t.pending,
+      oldest_pending_age_seconds: t.oldestPendingAgeSeconds,
+    })),
   };
 }
 
@@ -46,7 +52,8 @@ export const metricsRoutes: FastifyPluginAsyncTypebox<MetricsRoutesOptions> = as
         summary: "Queue metrics (JSON)",
         description:
           "Depth by status, active workers, jobs per second and error rate over the trailing window, " +
-          "average and quantile execution times, dead-letter count. Read from the database, so it covers " +
+          "average and quantile execution times, dead-letter count, paused types, and types with pending jobs " +
+          "that no live worker claims. Read from the database, so it covers " +
           "every worker process on every host.",
         response: { 200: MetricsResponse, 503: problemResponse("The database is unreachable.") },
       },
@@ -68,7 +75,9 @@ export const metricsRoutes: FastifyPluginAsyncTypebox<MetricsRoutesOptions> = as
           "`taskqueue_jobs_{enqueued,completed,failed,retried,dead,cancelled,fenced}_total{type}` counters, " +
           "`taskqueue_job_execution_seconds` and `taskqueue_job_queue_wait_seconds` histograms by type, " +
           "`taskqueue_queue_depth{status}`, `taskqueue_queue_depth_by_type{status,type}`, " +
-          "`taskqueue_oldest_pending_age_seconds{type}`, `taskqueue_active_workers`, `taskqueue_dead_letter_jobs`. " +
+          "`taskqueue_oldest_pending_age_seconds{type}`, `taskqueue_active_workers`, `taskqueue_dead_letter_jobs`, " +
+          "`taskqueue_type_paused{type}`, `taskqueue_unhandled_pending_jobs{type}`, " +
+          "`taskqueue_unhandled_oldest_pending_age_seconds{type}`. " +
           "Per process: the serving process's `process_*` and `nodejs_*` metrics.",
         produces: [prometheus.registry.contentType],
         response: {

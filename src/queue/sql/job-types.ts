@@ -59,7 +59,7 @@ export const typeStates = (schema: string): Statement =>
        SELECT type FROM pending UNION SELECT type FROM $S.paused_types UNION SELECT type FROM live
      )
      SELECT k.type, p.paused_at, coalesce(d.n, 0)::bigint AS pending,
-            greatest(extract(epoch FROM now() - d.oldest_due), 0)::float8 AS oldest_pending_age_seconds,
+            extract(epoch FROM now() - d.oldest_due)::float8 AS oldest_pending_age_seconds,
             coalesce(l.n, 0)::int AS live_workers
      FROM known AS k
      LEFT JOIN $S.paused_types AS p ON p.type = k.type
