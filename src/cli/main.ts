@@ -23,6 +23,7 @@ import { inspect } from "./inspect/watch.js";
 import { registerScheduleCommands } from "./schedule.js";
 import { runUntilSignal, startService } from "./service.js";
 import { smoke } from "./smoke.js";
+import { registerTypeCommands } from "./types.js";
 
 /** Defaults that are not constants: what an unset variable falls back to. */
 const DEFAULT_OF: Record<string, string> = {
@@ -216,6 +217,7 @@ program
 
 registerDeadLetterCommands(program);
 registerScheduleCommands(program);
+registerTypeCommands(program);
 
 program
   .command("smoke")
