@@ -64,6 +64,23 @@ describe("taskqueue types", () => {
     assert.deepEqual(await db.sql("SELECT type FROM paused_types"), []);
   });
 
+  it("inspect shows paused types, and pending jobs no live worker claims", async () => {
+    await db.sql("DELETE FROM jobs");
+    await db.sql("INSERT INTO jobs (type, run_at) VALUES ('orphan', now() - interval '5 seconds')");
+    await cli(["types", "pause", "email"]);
+    try {
+      const stdout = await cli(["inspect"]);
+      assert.match(stdout, /^paused {3}email since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/m);
+      assert.match(
+        stdout,
+        /^orphans {2}orphan 1 pending, oldest due \d+\.\d s \(no live worker claims them\)$/m,
+      );
+    } finally {
+      await cli(["types", "resume", "email"]);
+    }
+    assert.doesNotMatch(await cli(["inspect"]), /^paused/m, "no line without paused types");
+  });
+
   it("--help lists the subcommands", async () => {
     const help = await cli(["types", "--help"]);
     for (const sub of ["list", "pause <type>", "resume <type>"])

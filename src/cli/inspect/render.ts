@@ -2,7 +2,8 @@
  * A {@link Snapshot} as lines of text for `taskqueue inspect`. On a terminal the lines fit its
  * size: none longer than its width, and no more of them than its height (80×24 shows everything a
  * section has room for), so the title line never scrolls away; the lists (workers, held locks, dead
- * letters) share the rows left and end with "… N more" when cut. A part whose query failed is an
+ * letters) share the rows left and end with "… N more" when cut. Paused types and types with
+ * pending jobs that no live worker claims get a line each when there are any. A part whose query failed is an
  * `error` line naming the part and the database's message.
  */
 import type { HeldLock, RelationSize } from "../../queue/inspect.js";
@@ -126,6 +127,17 @@ export function renderSnapshot(snapshot: Snapshot, size: ScreenSize, status = ""
         .join("  ")}`,
       `${label("rates")}${m.jobsPerSecond.toFixed(2)} jobs/s over ${m.windowSeconds} s · errors ${(m.errorRate * 100).toFixed(1)} % · exec mean ${seconds(m.averageExecutionSeconds)} p99 ${seconds(q.p99)} s`,
     );
+    // Only when there are some: paused types, and pending jobs no live worker claims.
+    if (m.pausedTypes.length > 0)
+      head.push(
+        `${label("paused")}${m.pausedTypes.map((p) => `${p.type} since ${p.pausedAt.toISOString().slice(0, 19)}Z`).join(" · ")}`,
+      );
+    if (m.unhandledTypes.length > 0)
+      head.push(
+        `${label("orphans")}${m.unhandledTypes
+          .map((u) => `${u.type} ${u.pending} pending, oldest due ${seconds(u.oldestPendingAgeSeconds, 1)} s`)
+          .join(" · ")} (no live worker claims them)`,
+      );
   } else head.push(errorLine("metrics", metrics.error));
   head.push(...(sizes.ok ? sizeLines(sizes.value) : [errorLine("sizes", sizes.error)]));
 
