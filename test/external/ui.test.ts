@@ -3,7 +3,8 @@
  * playwright-core, against a real `taskqueue api` and `taskqueue worker` on the test's PostgreSQL.
  * The test signs in, enqueues jobs and watches them move on the overview, enqueues from the form,
  * filters and pages the job list, replays a dead letter (with the keyboard) and discards dead
- * letters by filter, cancels a running `slow` job, pauses a type, checks the database after each
+ * letters by filter, cancels a running `slow` job, pauses a type (its due job waits) and resumes it,
+ * checks the database after each
  * action, and looks at every page at 1280×800 and 390 px wide with no console error. Screenshots
  * of each page go to test-output/ui/.
  */
@@ -233,19 +234,26 @@ describe("web dashboard in Chromium", { skip: skip ?? false }, () => {
     await screenshot(page, "job-cancelled-1280");
   });
 
-  it("pauses and resumes a type from the overview", async (t) => {
-    if (!routes.has("POST /types/{type}/pause")) {
-      t.skip("this server has no POST /types/{type}/pause: the buttons are disabled");
-      return;
-    }
+  it("pauses and resumes a type from the overview; the pause holds its due jobs back", async () => {
+    assert.ok(routes.has("POST /types/{type}/pause") && routes.has("GET /types"), "the API serves /types");
     await db.ledger.addJobs([{ type: "noop", runAt: new Date(Date.now() + 3600_000).toISOString() }]);
     await page.goto(`${base}/ui#/`);
     await page.locator('[data-key="pause:noop"]').click();
     await confirmWithKeyboard(page);
     await page.locator(".alert", { hasText: "Paused types: noop" }).waitFor();
+    assert.deepEqual(await db.sql("SELECT type FROM paused_types"), [{ type: "noop" }]);
+    // A due noop job stays pending while its type is paused: an `echo` job enqueued after it (so
+    // behind it in claim order) runs, and the noop job is still pending once the echo job is done.
+    const [due] = await db.ledger.addJobs([{ type: "noop" }]);
+    const [later] = await db.ledger.addJobs([{ type: "echo", payload: "after the paused one" }]);
+    await until(async () => (await job(later?.id ?? 0))?.status === "done", 10_000, "the echo job run");
+    assert.equal((await job(due?.id ?? 0))?.status, "pending");
+    await screenshot(page, "overview-paused-1280");
     await page.locator('[data-key="resume:noop"]').click();
     await confirmWithKeyboard(page);
     await page.locator(".alert", { hasText: "Paused types" }).waitFor({ state: "detached" });
+    assert.deepEqual(await db.sql("SELECT type FROM paused_types"), []);
+    await until(async () => (await job(due?.id ?? 0))?.status === "done", 10_000, "the held-back job run");
   });
 
   it("is usable on a 390-px phone: no sideways scroll on any page", async () => {
