@@ -159,11 +159,33 @@ describe("a real Prometheus scrapes taskqueue", { timeout: 180_000 }, () => {
       30_000,
       "both jobs finished",
     );
-    for (const url of [`${apiUrl}/metrics/prometheus`, workerMetricsUrl]) {
-      const body = await (await fetch(url, { signal: AbortSignal.timeout(10_000) })).text();
-      const check = promtoolCheckMetrics(body);
-      assert.equal(check.status, 0, `${url}: ${check.output}`);
-      assert.match(body, /^taskqueue_/m);
+    // A paused type and a type no live worker claims, so that their gauges have series.
+    const pause = await fetch(`${apiUrl}/types/always_fail/pause`, {
+      method: "POST",
+      signal: AbortSignal.timeout(10_000),
+    });
+    assert.equal(pause.status, 200, await pause.text());
+    await enqueue([{ type: "nobody_runs_this" }]);
+    try {
+      for (const url of [`${apiUrl}/metrics/prometheus`, workerMetricsUrl]) {
+        const body = await (await fetch(url, { signal: AbortSignal.timeout(10_000) })).text();
+        const check = promtoolCheckMetrics(body);
+        assert.equal(check.status, 0, `${url}: ${check.output}`);
+        assert.match(body, /^taskqueue_/m);
+        if (url === workerMetricsUrl) continue;
+        assert.match(body, /^taskqueue_type_paused\{type="always_fail"\} 1$/m);
+        assert.match(body, /^taskqueue_unhandled_pending_jobs\{type="nobody_runs_this"\} 1$/m);
+        assert.match(
+          body,
+          /^taskqueue_unhandled_oldest_pending_age_seconds\{type="nobody_runs_this"\} [\d.e-]+$/m,
+        );
+      }
+    } finally {
+      await fetch(`${apiUrl}/types/always_fail/resume`, {
+        method: "POST",
+        signal: AbortSignal.timeout(10_000),
+      });
+      await db.sql("DELETE FROM jobs WHERE type = 'nobody_runs_this'");
     }
   });
 
