@@ -206,7 +206,7 @@ export const backendPid: Statement = {
  * - `enable_seqscan = off`: a plan built on an empty table found the claimed rows by a sequential
  *   scan (measured: 105 ms per claim once 20,000 jobs were pending); every statement here reaches
  *   its rows through jobs_claim_idx or the primary key.
- * - `enable_sort = off`: the claim walks jobs_claim_idx in claim order and stops at its LIMIT.
+ * - `enable_sort = off`: the claim walks jobs_claim_idx in claim order (per type) and stops at its LIMIT.
  *   Right after a burst of inserts, before ANALYZE has seen them, the planner believed the pending
  *   set tiny and chose to fetch all of it and sort it for every batch (20,000 rows sorted per claim
  *   of 800: a third slower drain, measured). A sort that has no alternative (the claimed rows'
@@ -215,6 +215,7 @@ export const backendPid: Statement = {
  *   could not see the batch's size, or how many held jobs a new worker id matches, chose nested
  *   loops that rescanned the batch for every row (measured: 500 ms instead of 15 ms for 1,000
  *   completions with a large history; 55 ms instead of 3 ms for 400 with two lock sessions).
+ *   The claim's LATERAL per type is a nested loop all the same: it is the only plan for it.
  * - `jit = off`: a disabled plan node adds a huge constant to a plan's cost, which would cross the
  *   JIT thresholds and compile every claim (measured: 150–200 ms per claim instead of 10 ms).
  * `test/queue/plans.test.ts` checks the cached plans built on an empty table, with 200,000 finished
