@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { writeEmbeddedState } from "../../src/cli/embedded-state.js";
 import { createTestDb, type TestDb, type TestLockSession } from "../helpers/db.js";
 import { killJobs } from "../helpers/dead.js";
-import { CLI, cliEnv } from "../helpers/process.js";
+import { CLI, cliEnv, failingCli, runCli } from "../helpers/process.js";
 
 const run = promisify(execFile);
 let db: TestDb;
@@ -25,22 +25,9 @@ after(async () => {
   await db.drop();
 });
 
-/** Runs the CLI with `args` on the test schema; resolves with stdout, rejects with the exit code. */
-async function cli(args: string[], env: Record<string, string> = {}): Promise<string> {
-  const { stdout } = await run(process.execPath, [CLI, ...args], { env: cliEnv(db, env) });
-  return stdout;
-}
-
-/** The exit code and stderr of a CLI run that fails. */
-async function failing(args: string[]): Promise<{ code: number; stderr: string }> {
-  try {
-    await cli(args);
-  } catch (error) {
-    const { code, stderr } = error as { code: number; stderr: string };
-    return { code, stderr };
-  }
-  throw new Error(`taskqueue ${args.join(" ")} succeeded`);
-}
+/** The CLI on this file's schema (test/helpers/process.ts). */
+const cli = (args: string[], env: Record<string, string> = {}) => runCli(db, args, env);
+const failing = (args: string[]) => failingCli(db, args);
 
 describe("taskqueue dead", () => {
   it("list shows entries with their state; --json prints them whole; show prints one", async () => {
