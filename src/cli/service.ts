@@ -20,6 +20,7 @@ import { assertSessionPooling } from "../queue/pooling.js";
 import type { HandlerRegistry, RegisteredHandler, SandboxedHandlerSpec } from "../worker/registry.js";
 import type { Worker } from "../worker/worker.js";
 import { EMBEDDED_STATE_FILE, writeEmbeddedState } from "./embedded-state.js";
+import { HealthFile, loopbackHealthUrl } from "./health.js";
 
 /** Where `npm start` keeps the embedded database's data, relative to the working directory. */
 export const EMBEDDED_DATA_DIR = ".taskqueue/pgdata";
@@ -40,6 +41,11 @@ export interface ServiceOptions {
    * relative `module` is resolved against the handlers module).
    */
   handlersModule?: string;
+  /**
+   * Keep a health file here for `taskqueue health` (health.ts): written once everything started,
+   * rewritten after each heartbeat of the worker, removed on stop. Default: none.
+   */
+  healthFile?: string;
 }
 
 /** A running service. */
@@ -140,7 +146,15 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let worker: Worker | null = null;
   let url: string | null = null;
   let apiPool: pg.Pool | null = null;
+  const health = options.healthFile
+    ? new HealthFile(
+        options.healthFile,
+        { apiHealthUrl: null, worker: options.worker, staleThresholdSeconds: config.staleThresholdSeconds },
+        logger,
+      )
+    : null;
   const stopAll = async () => {
+    await health?.remove();
     await app?.close().catch((error: unknown) => logger.warn({ err: error }, "API close failed"));
     await apiPool?.end().catch(() => undefined);
     await worker?.stop();
@@ -167,6 +181,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       const unknown = (options.types ?? []).filter((t) => !queue.registry.get(t));
       if (unknown.length) throw new ConfigError("--types", `no handler for ${unknown.join(", ")}`);
       worker = await queue.startWorker({ types: options.types });
+      const started = worker;
+      // Healthy while every lock session is open and heartbeats get through.
+      started.on("worker:heartbeat", () => {
+        const state = started.health();
+        if (state.state === "running" && state.lockSessions.every((session) => session.state === "open"))
+          health?.touch();
+      });
     }
     if (options.api) {
       // The API has a pool of its own, so handlers that exhaust the queue's pool (addJob without
@@ -187,7 +208,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       });
       url = await app.listen({ host: config.host, port: config.port });
       logger.info({ url, docs: `${url}/docs` }, "API listening");
+      const address = app.server.address();
+      if (health && address && typeof address === "object")
+        await health.write({ apiHealthUrl: loopbackHealthUrl(address.address, address.port) });
     }
+    if (health && !options.api) await health.write();
   } catch (error) {
     await stopAll();
     throw error;
