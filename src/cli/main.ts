@@ -16,6 +16,7 @@ import { createPool } from "../db/pool.js";
 import { ConfigError, EmbeddedPostgresUnavailableError } from "../errors.js";
 import { TaskQueue } from "../index.js";
 import { migrate } from "../queue/migrate.js";
+import { tlsHint } from "./connection-errors.js";
 import { registerDeadLetterCommands } from "./dead.js";
 import { EMBEDDED_STATE_FILE, findEmbeddedState } from "./embedded-state.js";
 import { port, positiveInteger, positiveNumber } from "./flags.js";
@@ -249,6 +250,6 @@ program.parseAsync(process.argv).catch((error: unknown) => {
     console.error(`taskqueue: configuration error: ${error.message}`);
     process.exit(2);
   }
-  console.error("taskqueue:", error instanceof Error ? error.message : error);
+  console.error("taskqueue:", tlsHint(error) ?? (error instanceof Error ? error.message : error));
   process.exit(1);
 });
