@@ -108,7 +108,9 @@ const declared = compose.secrets ?? {};
 const environmentOf = (service) => {
   const environment = service?.environment ?? {};
   return Array.isArray(environment)
-    ? Object.fromEntries(environment.map((entry) => [entry.split("=")[0], entry.split("=").slice(1).join("=")]))
+    ? Object.fromEntries(
+        environment.map((entry) => [entry.split("=")[0], entry.split("=").slice(1).join("=")]),
+      )
     : environment;
 };
 const mountedSecret = (name, service, variable) => {
