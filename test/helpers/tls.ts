@@ -17,8 +17,17 @@ export interface TestCertificates {
   otherCaCert: string;
 }
 
+/** @throws Error naming openssl when it is not installed. */
 function openssl(folder: string, args: string[]): void {
-  execFileSync("openssl", args, { cwd: folder, stdio: ["ignore", "ignore", "pipe"], timeout: 30_000 });
+  try {
+    execFileSync("openssl", args, { cwd: folder, stdio: ["ignore", "ignore", "pipe"], timeout: 30_000 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT")
+      throw new Error(
+        "openssl is not installed (apt-get install openssl): the TLS tests make certificates with it",
+      );
+    throw error;
+  }
 }
 
 const KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
