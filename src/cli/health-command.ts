@@ -9,7 +9,7 @@ export function registerHealthCommand(program: Command): void {
   program
     .command("health")
     .description(
-      "exit 0 if the service process here is healthy, else 1 (the Docker HEALTHCHECK): with a health file, a worker's is younger than its STALE_THRESHOLD_SECONDS and an API's /health answers; without one, the API at HOST:PORT on loopback answers",
+      "exit 0 if the service process here is healthy, else 1 (the Docker HEALTHCHECK): with a health file, a worker's is younger than its STALE_THRESHOLD_SECONDS and an API's /health answers; without one, the API at HOST:PORT on loopback answers (https with TLS_CERT_FILE)",
     )
     .option(
       "--health-file <path>",
@@ -26,7 +26,11 @@ export function registerHealthCommand(program: Command): void {
         throw new ConfigError("PORT", `must be a TCP port number, got ${JSON.stringify(port)}`);
       const verdict = await checkHealth({
         path: flags.healthFile ?? (process.env.TASKQUEUE_HEALTH_FILE || undefined),
-        fallbackUrl: loopbackHealthUrl(process.env.HOST?.trim() || "127.0.0.1", Number(port)),
+        fallbackUrl: loopbackHealthUrl(
+          process.env.HOST?.trim() || "127.0.0.1",
+          Number(port),
+          process.env.TLS_CERT_FILE ? "https" : "http",
+        ),
         timeoutMs: flags.timeout * 1000,
       });
       if (verdict.healthy) console.log(`healthy: ${verdict.message}`);

@@ -10,7 +10,8 @@
  */
 
 import { readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { get } from "node:http";
+import { get, type IncomingMessage } from "node:http";
+import { get as getHttps } from "node:https";
 import { ConfigError } from "../errors.js";
 import type { Logger } from "../log.js";
 
@@ -82,17 +83,17 @@ export class HealthFile {
 }
 
 /**
- * The URL of `GET /health` of an API listening on `address`: the wildcard addresses are asked on
+ * The URL of `GET /health` (`scheme`: https when the API serves TLS) of an API listening on `address`: the wildcard addresses are asked on
  * 127.0.0.1 (Node listens on `::` dual-stack), any other address as it is.
  */
-export function loopbackHealthUrl(address: string, port: number): string {
+export function loopbackHealthUrl(address: string, port: number, scheme: "http" | "https" = "http"): string {
   const host =
     address === "0.0.0.0" || address === "::" || address === ""
       ? "127.0.0.1"
       : address.includes(":")
         ? `[${address}]`
         : address;
-  return `http://${host}:${port}/health`;
+  return `${scheme}://${host}:${port}/health`;
 }
 
 /** The verdict of {@link checkHealth}: `healthy`, and one line saying why. */
@@ -103,7 +104,9 @@ export interface HealthVerdict {
 
 /**
  * GET `url` within `timeoutMs` (connecting included). Healthy on a 2xx answer.
- * Never throws: a refused connection or the deadline is an unhealthy verdict.
+ * Never throws: a refused connection or the deadline is an unhealthy verdict. An https URL's
+ * certificate is not verified: it names the API's public host, not the loopback address, and the
+ * probe asks the process next to it, not a server across a network.
  */
 export function probeHttp(url: string, timeoutMs: number): Promise<HealthVerdict> {
   return new Promise((resolve) => {
@@ -115,11 +118,14 @@ export function probeHttp(url: string, timeoutMs: number): Promise<HealthVerdict
       request.destroy();
       resolve(verdict);
     };
-    const request = get(url, { agent: false }, (response) => {
+    const onResponse = (response: IncomingMessage) => {
       const status = response.statusCode ?? 0;
       response.resume();
       done({ healthy: status >= 200 && status < 300, message: `API ${url} answered ${status}` });
-    });
+    };
+    const request = url.startsWith("https:")
+      ? getHttps(url, { agent: false, rejectUnauthorized: false }, onResponse)
+      : get(url, { agent: false }, onResponse);
     request.on("error", (error) => done({ healthy: false, message: `API ${url}: ${error.message}` }));
     const timer = setTimeout(
       () => done({ healthy: false, message: `API ${url}: no answer within ${timeoutMs} ms` }),

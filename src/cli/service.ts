@@ -2,7 +2,9 @@
  * The service roles the CLI runs, composed from the public library (src/index.ts) and the API.
  * The CLI owns OS signals; the library never installs handlers.
  */
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { createSecureContext } from "node:tls";
 import { pathToFileURL } from "node:url";
 import type { FastifyInstance } from "fastify";
 import type pg from "pg";
@@ -114,10 +116,42 @@ function withModuleResolved(
   return { ...handler, module: new URL(module, baseUrl) };
 }
 
+/**
+ * The API's certificate and key (`TLS_CERT_FILE`, `TLS_KEY_FILE`), checked to form a TLS context;
+ * undefined without them.
+ * @throws {ConfigError} naming the variable whose file cannot be read, or TLS_CERT_FILE when the
+ * pair is not a certificate and its key.
+ */
+function readTlsFiles(config: ResolvedConfig): { cert: Buffer; key: Buffer } | undefined {
+  if (config.tlsCertFile === undefined || config.tlsKeyFile === undefined) return undefined;
+  const read = (variable: string, path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (error) {
+      throw new ConfigError(variable, `cannot read ${path}: ${(error as Error).message}`);
+    }
+  };
+  const pair = {
+    cert: read("TLS_CERT_FILE", config.tlsCertFile),
+    key: read("TLS_KEY_FILE", config.tlsKeyFile),
+  };
+  try {
+    createSecureContext(pair);
+  } catch (error) {
+    throw new ConfigError(
+      "TLS_CERT_FILE",
+      `${config.tlsCertFile} and TLS_KEY_FILE ${config.tlsKeyFile} are not a PEM certificate and its key: ${(error as Error).message}`,
+    );
+  }
+  return pair;
+}
+
 /** Starts the requested roles. @throws {ConfigError} on bad configuration. */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   // No token on a reachable address is refused before anything starts.
   if (options.api) assertSafeBind(options.config);
+  // The certificate too: a typo in a path fails before the database is touched.
+  const https = options.api ? readTlsFiles(options.config) : undefined;
   const logger = createLogger(options.config.logLevel, "taskqueue", options.config.logFormat);
   let embedded: EmbeddedDatabase | null = null;
   /** Removes the embedded database's state file (embedded-state.ts); set once it is written. */
@@ -205,12 +239,19 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         config: queue.config,
         logger,
         workerHealth,
+        https,
       });
       url = await app.listen({ host: config.host, port: config.port });
       logger.info({ url, docs: `${url}/docs` }, "API listening");
       const address = app.server.address();
       if (health && address && typeof address === "object")
-        await health.write({ apiHealthUrl: loopbackHealthUrl(address.address, address.port) });
+        await health.write({
+          apiHealthUrl: loopbackHealthUrl(
+            address.address,
+            address.port,
+            config.tlsCertFile ? "https" : "http",
+          ),
+        });
     }
     if (health && !options.api) await health.write();
   } catch (error) {
