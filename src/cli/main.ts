@@ -18,7 +18,7 @@ import { TaskQueue } from "../index.js";
 import { migrate } from "../queue/migrate.js";
 import { tlsHint } from "./connection-errors.js";
 import { registerDeadLetterCommands } from "./dead.js";
-import { EMBEDDED_STATE_FILE, findEmbeddedState } from "./embedded-state.js";
+import { operatorDatabaseUrl } from "./embedded-state.js";
 import { port, positiveInteger, positiveNumber } from "./flags.js";
 import { registerHealthCommand } from "./health-command.js";
 import { inspect } from "./inspect/watch.js";
@@ -173,11 +173,12 @@ workerFlags(
 
 program
   .command("migrate")
-  .description("create or upgrade the schema (needs DATABASE_URL); safe to run concurrently")
+  .description(
+    "create or upgrade the schema (DATABASE_URL, or the embedded database of a running npm start here); safe to run concurrently",
+  )
   .action(async () => {
     const config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
-    if (!config.databaseUrl) throw new ConfigError("DATABASE_URL", "is required for migrate");
-    const pool = createPool({ connectionString: config.databaseUrl, max: 1 });
+    const pool = createPool({ connectionString: operatorDatabaseUrl(config.databaseUrl, "migrate"), max: 1 });
     try {
       const result = await migrate(pool, config);
       console.log(
@@ -200,16 +201,8 @@ program
     "redraw every few seconds (default 2), fitted to the terminal, until Ctrl-C",
   )
   .action(async (flags: { watch?: string | boolean }) => {
-    let config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
-    if (!config.databaseUrl) {
-      const embedded = findEmbeddedState();
-      if (!embedded)
-        throw new ConfigError(
-          "DATABASE_URL",
-          `is required for inspect, unless a taskqueue start on its embedded PostgreSQL runs in this checkout (${EMBEDDED_STATE_FILE})`,
-        );
-      config = { ...config, databaseUrl: embedded.databaseUrl };
-    }
+    const env = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
+    const config = { ...env, databaseUrl: operatorDatabaseUrl(env.databaseUrl, "inspect") };
     const seconds = flags.watch === undefined ? null : flags.watch === true ? 2 : Number(flags.watch);
     if (seconds !== null && !(seconds > 0))
       throw new ConfigError("--watch", "must be a positive number of seconds");
