@@ -134,6 +134,11 @@ export function resolveConfig(options: TaskQueueOptions = {}): ResolvedConfig {
       "apiToken",
       `must be at least ${MIN_API_TOKEN_LENGTH} characters (say, \`openssl rand -hex 32\`)`,
     );
+  if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined))
+    throw new ConfigError(
+      config.tlsCertFile === undefined ? "tlsCertFile" : "tlsKeyFile",
+      "must be set together with the other of tlsCertFile and tlsKeyFile (HTTPS needs both)",
+    );
   if (config.databaseUrl !== undefined && !isConnectionString(config.databaseUrl))
     throw new ConfigError("databaseUrl", "must be a postgres:// or postgresql:// URL");
   return config;
@@ -168,6 +173,8 @@ export const API_ONLY_OPTIONS = [
   "port",
   "apiToken",
   "insecureNoAuth",
+  "tlsCertFile",
+  "tlsKeyFile",
 ] as const satisfies readonly (keyof ResolvedConfig)[];
 
 /**
