@@ -183,7 +183,7 @@ export class LockSession {
    */
   async claimReporting(types: readonly string[], limit: number): Promise<ClaimResult> {
     const rows = await this.claimRows((unlockIds) => ({
-      ...claimJobs(this.schema),
+      ...claimJobs(this.schema, types.length === 1),
       values: [types, limit, this.lockClass, this.workerId, unlockIds],
     }));
     // The report row, all NULL, comes after the claimed ones (claim.ts).

@@ -345,6 +345,34 @@ it("a claim reads only its own types' pending jobs, whatever other types' backlo
       { type: "d", n: 10 },
     ]);
     assert.ok(many.read <= 150, `a claim of 30 jobs of 5 types read ${many.read} rows of jobs`);
+    // A worker of one type claims with the one-type statement: the same rows, no paused type.
+    await lock.query(
+      `PREPARE claim_one(text[], int, int4, text, bigint[]) AS ${claimJobs(fresh.schema, true).text}`,
+    );
+    for (const [type, expected] of [
+      ["a", [{ type: "a", n: 10 }]],
+      ["c", []],
+    ] as const) {
+      const { rows } = await lock.query(
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_one('{${type}}', 10, ${lockClass}, 'w', '{}')`,
+      );
+      const [explained] = rows[0]["QUERY PLAN"] as { Plan: PlanNode }[];
+      const scans = nodes(explained?.Plan as PlanNode).filter((n) => n["Index Name"]?.startsWith("jobs_"));
+      const read = scans.reduce(
+        (sum, n) =>
+          sum + ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0)) * (n["Actual Loops"] ?? 1),
+        0,
+      );
+      assert.ok(read <= 50, `a one-type claim of \`${type}\` read ${read} rows of jobs`);
+      const claimed = await fresh.sql(
+        "SELECT type, count(*)::int AS n FROM jobs WHERE status = 'claimed' GROUP BY type",
+      );
+      assert.deepEqual(claimed, expected, `one-type claim of ${type}`);
+      await lock.query("SELECT pg_advisory_unlock_all()");
+      await fresh.sql(
+        "UPDATE jobs SET status = 'pending', worker_id = NULL, claimed_at = NULL WHERE status = 'claimed'",
+      );
+    }
     // The guard can fail: without the type-led index the same claim reads the whole backlog.
     await fresh.sql("DROP INDEX jobs_claim_idx");
     await lock.query("DEALLOCATE claim");

@@ -40,15 +40,17 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * take. The price: when several of `$1` have due jobs, the rows a type gives beyond the claimed
  * ones stay row-locked until the claim commits (other claims skip them meanwhile). A paused type
  * is dropped before its scan, so it costs nothing. `test/queue/plans.test.ts` checks the plan with
- * 1,000,000 pending jobs of another type.
+ * a large backlog of another type. With `oneType` (a worker of one type: `$1` has one element) the
+ * statement reads that type's jobs straight from jobs_claim_idx in claim order, with no LATERAL
+ * and no sort of the candidates (the drain's hot path of a single-type worker).
  */
-export const claimJobs = (schema: string): Statement =>
+export const claimJobs = (schema: string, oneType = false): Statement =>
   statement(
     schema,
-    "claim_jobs",
+    oneType ? "claim_jobs_one_type" : "claim_jobs",
     `WITH unlocked AS MATERIALIZED (
        ${unlockSelect({ ids: "$5", lockClass: "$3", wakeTypes: "NULL" })}
-     ), ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4", after: "(SELECT unlocked FROM unlocked) >= 0", alone: false })}
+     ), ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4", after: "(SELECT unlocked FROM unlocked) >= 0", alone: false, oneType })}
      (SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id)
      UNION ALL
      (SELECT ${CLAIMED_COLUMNS} FROM (SELECT (NULL::$S.jobs).*) AS report
@@ -71,7 +73,7 @@ export const claimAloneJob = (schema: string): Statement =>
     "claim_alone_job",
     `WITH unlocked AS MATERIALIZED (
        ${unlockSelect({ ids: "$4", lockClass: "$2", wakeTypes: "NULL" })}
-     ), ${claimCtes({ types: "$1", limit: "1", lockClass: "$2", workerId: "$3", after: "(SELECT unlocked FROM unlocked) >= 0", alone: true })}
+     ), ${claimCtes({ types: "$1", limit: "1", lockClass: "$2", workerId: "$3", after: "(SELECT unlocked FROM unlocked) >= 0", alone: true, oneType: false })}
      SELECT ${CLAIMED_COLUMNS} FROM claimed`,
   );
 
@@ -95,9 +97,19 @@ const claimCtes = (p: {
   workerId: string;
   after: string;
   alone: boolean;
+  oneType: boolean;
 }): string =>
-  p.alone
+  p.oneType
     ? `candidates AS MATERIALIZED (
+       SELECT id FROM $S.jobs
+       WHERE type = (${p.types}::text[])[1] AND status = 'pending' AND NOT run_alone AND run_at <= now()
+         AND (${p.types}::text[])[1] <> ALL(${PAUSED_TYPES}) AND ${p.after}
+       ORDER BY priority DESC, run_at, id
+       LIMIT ${p.limit}
+       FOR UPDATE SKIP LOCKED
+     ${CLAIM_TAIL(p)}`
+    : p.alone
+      ? `candidates AS MATERIALIZED (
        SELECT id FROM $S.jobs
        WHERE status = 'pending' AND run_alone AND run_at <= now()
          AND type = ANY(${p.types}::text[]) AND type <> ALL(${PAUSED_TYPES}) AND ${p.after}
@@ -105,7 +117,7 @@ const claimCtes = (p: {
        LIMIT ${p.limit}
        FOR UPDATE SKIP LOCKED
      ${CLAIM_TAIL(p)}`
-    : `candidates AS MATERIALIZED (
+      : `candidates AS MATERIALIZED (
        SELECT c.id FROM unnest(${p.types}::text[]) AS t(type)
        CROSS JOIN LATERAL (
          SELECT id, priority, run_at FROM $S.jobs
