@@ -126,6 +126,7 @@ describe("the job-shape table matches the migrated schema", () => {
       runAt,
       createdAt,
       idempotencyKey: null,
+      timeoutSeconds: null,
     });
     for (const f of JOB_FIELDS)
       if ("initial" in f)
