@@ -90,11 +90,11 @@ export const cancelAnyJob = (schema: string): Statement =>
      ), cancel_events AS (
        ${countEvents("SELECT type, 'cancelled', count(*) FROM cancelled GROUP BY type")}
      )
-     SELECT true AS cancelled, old_status <> 'pending' AS was_held, ${JOB_COLUMNS},
+     SELECT true AS cancelled, old_status <> 'pending' AS was_held, cancelled.*,
             CASE WHEN old_status <> 'pending' THEN $S.wake_workers('cancel:' || id) END AS told
      FROM cancelled
      UNION ALL
-     SELECT false AS cancelled, false AS was_held, ${JOB_COLUMNS}, NULL FROM $S.jobs
+     SELECT false AS cancelled, false AS was_held, ${JOB_COLUMNS}, NULL::text, NULL::int FROM $S.jobs
      WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cancelled)`,
   );
 
