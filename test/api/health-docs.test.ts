@@ -85,6 +85,7 @@ describe("health, readiness and docs", () => {
       "POST /dead-letters/{job_id}/replay",
       "POST /jobs",
       "POST /jobs/batch",
+      "POST /jobs/{id}/cancel",
       "POST /jobs/{id}/retry",
       "PUT /schedules/{name}",
     ]);
@@ -108,6 +109,7 @@ describe("health, readiness and docs", () => {
       "payload",
       "priority",
       "run_at",
+      "timeout_seconds",
       "type",
     ]);
     assert.ok(

@@ -11,8 +11,8 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { JobCancelledError, JobTimeoutError } from "../../src/errors.js";
 import { createPool } from "../../src/db/pool.js";
+import { JobCancelledError, JobTimeoutError } from "../../src/errors.js";
 import { Ledger } from "../../src/queue/ledger.js";
 import { fixture, scratch, startSandboxWorker, until } from "../fixtures/sandbox-worker.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
@@ -79,7 +79,11 @@ describe("cancelling a running job", () => {
       assert.equal(reason.reason, "cancelled");
       assert.equal(reason.jobId, job.id);
       const [event] = await discarded;
-      assert.equal((event as unknown as { write: string }).write, "complete", "the late result was not written");
+      assert.equal(
+        (event as unknown as { write: string }).write,
+        "complete",
+        "the late result was not written",
+      );
       const stored = await db.ledger.getJob(job.id);
       assert.equal(stored?.status, "cancelled");
       assert.equal(stored?.result, null, "the late result is refused");
@@ -190,8 +194,16 @@ describe("cancelling a running job", () => {
       const first = await db.ledger.addJob({ type: "buffer_first", priority: 10 });
       await started.promise;
       const second = await db.ledger.addJob({ type: "buffer_second" });
-      await until(async () => (await db.ledger.getJob(second.id))?.status === "claimed", "the second claimed");
-      const discarded = waitForEvent(worker, "job:discarded", (e: { id: number }) => e.id === second.id, 10_000);
+      await until(
+        async () => (await db.ledger.getJob(second.id))?.status === "claimed",
+        "the second claimed",
+      );
+      const discarded = waitForEvent(
+        worker,
+        "job:discarded",
+        (e: { id: number }) => e.id === second.id,
+        10_000,
+      );
       await other.cancelJob(second.id);
       assert.equal(((await discarded)[0] as unknown as { write: string }).write, "release");
       release.resolve();
