@@ -338,6 +338,7 @@ export class Dispatcher {
     message: string,
   ): void {
     entry.abandoned = reason;
+    this.limits.clear(entry);
     entry.controller.abort(new JobAbortedError(reason, entry.job.id, message));
   }
 

@@ -347,5 +347,15 @@ describe("per-job timeouts", () => {
     const [a, b] = await db.ledger.addJobs([{ type: "t_batch", timeoutSeconds: 30 }, { type: "t_batch" }]);
     assert.deepEqual([a?.timeoutSeconds, b?.timeoutSeconds], [30, null]);
     assert.equal((await db.ledger.getJob(a?.id ?? 0))?.timeoutSeconds, 30);
+    // The timeout is part of the body an idempotency key stands for.
+    const keyed = await db.ledger.addJob({ type: "t_key", idempotencyKey: "t-key-1", timeoutSeconds: 5 });
+    const again = await db.ledger.addJob({ type: "t_key", idempotencyKey: "t-key-1", timeoutSeconds: 5 });
+    assert.equal(again.id, keyed.id);
+    await assert.rejects(db.ledger.addJob({ type: "t_key", idempotencyKey: "t-key-1", timeoutSeconds: 6 }), {
+      name: "IdempotencyConflictError",
+    });
+    await assert.rejects(db.ledger.addJob({ type: "t_key", idempotencyKey: "t-key-1" }), {
+      name: "IdempotencyConflictError",
+    });
   });
 });
