@@ -342,6 +342,7 @@ export class Lane {
       const alive = await session.heartbeat(this.options.identity, this.writer.fencedWrites, held);
       const gone = held.filter((ref) => !alive.has(ref.id) && this.dispatcher.holds(ref.id));
       if (gone.length > 0) await this.claimsGone(gone.map((ref) => ref.id));
+      this.options.events.emit("worker:heartbeat", { laneId: this.options.id });
     } catch (error) {
       if (!session.isLost) this.supervisor.log.log("warn", { err: error }, "heartbeat failed");
     }
