@@ -22,6 +22,7 @@ const jobs: Job[] = Array.from({ length: JOBS }, (_, i) =>
     runAt: new Date(now),
     createdAt: new Date(now),
     idempotencyKey: null,
+    timeoutSeconds: null,
   }),
 );
 

@@ -185,6 +185,22 @@ export const CONFIG_SCHEMA = Type.Object({
     "Wait this long for running handlers on stop",
     0,
   ),
+  jobTimeoutSeconds: Type.Optional(
+    Type.Integer({
+      env: "JOB_TIMEOUT_SECONDS",
+      minimum: 1,
+      maximum: 604_800,
+      description:
+        "Bound of one attempt's run time for jobs enqueued without timeout_seconds. Default none; whole seconds, 1 to 604800.",
+    }),
+  ),
+  jobAbortGraceSeconds: seconds(
+    "JOB_ABORT_GRACE_SECONDS",
+    5,
+    "After a cancel or timeout aborts a handler, free its slot this long after if it has not settled",
+    0,
+    3600,
+  ),
   connectTimeoutSeconds: seconds(
     "CONNECT_TIMEOUT_SECONDS",
     5,

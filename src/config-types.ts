@@ -68,6 +68,17 @@ export interface ResolvedConfig {
   staleThresholdSeconds: number;
   /** On SIGTERM/stop(), wait this long for running handlers before aborting them. Default 60 s. */
   shutdownGraceSeconds: number;
+  /**
+   * Bound of one attempt's run time, seconds, for jobs enqueued without `timeoutSeconds`: at the
+   * deadline the handler's signal aborts with a `JobTimeoutError` and the attempt fails. Default
+   * none (no bound).
+   */
+  jobTimeoutSeconds?: number | undefined;
+  /**
+   * After a cancel or a timeout aborts a handler, wait this long for it to settle; then its slot is
+   * freed (and counted, `overdue`) and whatever it returns later is refused. Default 5 s.
+   */
+  jobAbortGraceSeconds: number;
   /** Bound on opening a connection (TCP, TLS, authentication) and on waiting for a free pooled one. Default 5 s. */
   connectTimeoutSeconds: number;
   /** Server `statement_timeout` of every connection, the deadline of an outcome write (the client waits a little longer). Default 30 s. */

@@ -63,8 +63,10 @@ export {
   isPermanentFailure,
   JobAbortedError,
   type JobAbortReason,
+  JobCancelledError,
   JobNotFoundError,
   JobStateConflictError,
+  JobTimeoutError,
   JobValidationError,
   LockSessionLostError,
   PayloadError,
@@ -255,7 +257,7 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
     return this.ledger.listJobs(query);
   }
 
-  /** @throws {JobNotFoundError} @throws {JobStateConflictError} when not pending. */
+  /** See {@link Ledger.cancelJob} (pending, claimed or running). @throws {JobNotFoundError} @throws {JobStateConflictError} when finished. */
   cancelJob(id: number): Promise<Job> {
     return this.ledger.cancelJob(id);
   }

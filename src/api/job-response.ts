@@ -65,6 +65,13 @@ const VALUE_SCHEMAS = {
         "The idempotency key it was enqueued with, or null (also once its window passed and the key was reused).",
     }),
   ),
+  timeoutSeconds: nullable(
+    Type.Integer({
+      minimum: LIMITS.timeoutSeconds.min,
+      maximum: LIMITS.timeoutSeconds.max,
+      description: "Bound of one attempt's run time, seconds, as enqueued; null: the worker's default.",
+    }),
+  ),
 } satisfies Record<Exclude<JobField, TimestampField>, TSchema>;
 
 /** The response properties of a job: each table field under its wire name. */
@@ -142,6 +149,7 @@ export function toJobResponse(job: Job): JobResponse {
     worker_id: job.workerId,
     created_at: isoTimestamp(job.createdAt) as string,
     idempotency_key: job.idempotencyKey,
+    timeout_seconds: job.timeoutSeconds,
   };
   if (job.payloadOmitted) response.payload_omitted = true;
   if (job.resultOmitted) response.result_omitted = true;
@@ -187,6 +195,7 @@ function answerParts(inserted: readonly InsertedJob[]): { parts: string[]; bytes
           runAt: new Date(row.run_at_ms),
           createdAt: new Date(row.created_at_ms),
           idempotencyKey: spec.idempotencyKey,
+          timeoutSeconds: spec.timeoutSeconds,
         }),
       ),
     );

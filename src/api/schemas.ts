@@ -98,6 +98,17 @@ export const JobSpecBody = Type.Object(
         examples: ["order-1234-confirmation"],
       }),
     ),
+    [wireName("timeoutSeconds")]: Type.Optional(
+      Type.Integer({
+        minimum: LIMITS.timeoutSeconds.min,
+        maximum: LIMITS.timeoutSeconds.max,
+        description:
+          `${LIMITS.timeoutSeconds.min}–${LIMITS.timeoutSeconds.max} whole seconds: how long one attempt may run. At the deadline ` +
+          "the handler's AbortSignal fires (reason `JobTimeoutError`) and the attempt fails, then is retried as any failure. " +
+          "Default: the worker's JOB_TIMEOUT_SECONDS (unset: no bound).",
+        examples: [30],
+      }),
+    ),
   },
   {
     additionalProperties: false,

@@ -1,6 +1,6 @@
 /**
  * Operator commands on finished jobs (issue 14): `taskqueue dead list|show|replay|discard`,
- * `taskqueue retry` and `taskqueue prune`. Each opens the queue's database as `inspect` does
+ * `taskqueue retry`, `taskqueue cancel` and `taskqueue prune`. Each opens the queue's database as `inspect` does
  * (DATABASE_URL and the other variables), calls the library (src/index.ts), prints what it did and
  * closes. A bulk replay or discard goes in batches of `--batch-size` (one statement each) until no
  * entry is left, printing each batch.
@@ -249,6 +249,21 @@ export function registerDeadLetterCommands(program: Command): void {
         for (const id of ids) {
           const { changed, job } = await queue.retryJob(id);
           console.log(changed ? `job ${id}: due now` : `job ${id}: already due (${job.status})`);
+        }
+      }),
+    );
+
+  program
+    .command("cancel")
+    .description(
+      "cancel jobs: pending ones at once; claimed or running ones too (their worker, on any host, aborts the handler)",
+    )
+    .argument("<job_id...>", "jobs' ids", (value: string, ids: number[] = []) => [...ids, jobId(value)])
+    .action((ids: number[]) =>
+      withQueue("cancel", async (queue) => {
+        for (const id of ids) {
+          const job = await queue.cancelJob(id);
+          console.log(`job ${id}: cancelled (${job.type}, attempt ${job.attempt})`);
         }
       }),
     );

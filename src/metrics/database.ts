@@ -22,6 +22,8 @@ export const JOB_COUNTERS = {
   cancelled: "Jobs cancelled.",
   fenced:
     "Outcome writes a worker could not hand in: refused by the claim fence, or dropped with a lost session.",
+  overdue:
+    "Handlers that had not settled JOB_ABORT_GRACE_SECONDS after a cancel or timeout aborted them: their slot was freed.",
 } as const;
 
 /** One scrape's figures: the JSON metrics and the figures by type. */

@@ -11,7 +11,15 @@ import { HISTOGRAM_BOUNDS_SECONDS } from "../queue/sql/accounting.js";
 import { processMetrics } from "./exposition.js";
 
 /** The job events a worker process counts. */
-export type WorkerJobEvent = "claimed" | "completed" | "retried" | "dead" | "released" | "fenced";
+export type WorkerJobEvent =
+  | "claimed"
+  | "completed"
+  | "retried"
+  | "dead"
+  | "released"
+  | "fenced"
+  | "aborted"
+  | "overdue";
 
 export class WorkerProcessMetrics {
   readonly registry = new Registry();
@@ -24,7 +32,7 @@ export class WorkerProcessMetrics {
     processMetrics(this.registry);
     this.events = new Counter({
       name: "taskqueue_worker_job_events_total",
-      help: "Job events of this worker process, by type and event (claimed, completed, retried, dead, released, fenced).",
+      help: "Job events of this worker process, by type and event (claimed, completed, retried, dead, released, fenced, aborted, overdue).",
       labelNames: ["type", "event"],
       registers,
     });

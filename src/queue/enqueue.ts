@@ -139,7 +139,7 @@ export class EnqueueLedger {
     const job = this.validateOne(spec, options.naming);
     if (this.allowedTypes) checkAllowedTypes([job], this.allowedTypes, false);
     if (this.cap) await this.cap.admit([job.type]);
-    if (job.idempotencyKey !== null) {
+    if (needsKeyedInsert(job)) {
       const [stored] = await this.insertKeyed([job], options, false);
       const { spec: storedSpec, row, existing } = stored as InsertedJob;
       return existing ?? insertedJob(storedSpec, row);
@@ -185,7 +185,7 @@ export class EnqueueLedger {
   async addJobs(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<Job[]> {
     const jobs = this.validateMany(specs, options.naming);
     if (jobs.length === 0) return [];
-    if (!jobs.some((job) => job.idempotencyKey !== null)) {
+    if (!jobs.some(needsKeyedInsert)) {
       await this.admit(jobs, true);
       return insertJobs(this.target(options), this.schema, jobs, this.transactions(options));
     }
@@ -202,7 +202,7 @@ export class EnqueueLedger {
   async addJobIds(specs: readonly JobSpec[], options: EnqueueOptions = {}): Promise<number[]> {
     const jobs = this.validateMany(specs, options.naming);
     if (jobs.length === 0) return [];
-    if (jobs.some((job) => job.idempotencyKey !== null))
+    if (jobs.some(needsKeyedInsert))
       return (await this.insertValidated(jobs, options, true)).map(({ row }) => row.id);
     await this.admit(jobs, true);
     const rows = await insertRows(this.target(options), this.schema, jobs, this.transactions(options));
@@ -229,7 +229,7 @@ export class EnqueueLedger {
     batch: boolean,
   ): Promise<InsertedJob[]> {
     await this.admit(jobs, batch);
-    if (jobs.some((job) => job.idempotencyKey !== null)) return this.insertKeyed(jobs, options, batch);
+    if (jobs.some(needsKeyedInsert)) return this.insertKeyed(jobs, options, batch);
     const rows = await insertRows(this.target(options), this.schema, jobs, this.transactions(options));
     return rows.map((row, i) => ({ spec: jobs[i] as NormalizedJobSpec, row }));
   }
@@ -268,4 +268,12 @@ export class EnqueueLedger {
   private transactions(options: EnqueueOptions): TransactionSource | null {
     return options.client ? null : this.pool;
   }
+}
+
+/**
+ * Whether a job takes the keyed insert (`enqueueKeyedJobs`): it names an idempotency key or a
+ * timeout. The common job (neither) keeps the plain insert and its parameters.
+ */
+function needsKeyedInsert(job: NormalizedJobSpec): boolean {
+  return job.idempotencyKey !== null || job.timeoutSeconds !== null;
 }

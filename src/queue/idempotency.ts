@@ -56,7 +56,8 @@ function sameBody(a: NormalizedJobSpec, b: NormalizedJobSpec): boolean {
     a.payloadJson === b.payloadJson &&
     a.priority === b.priority &&
     a.maxRetries === b.maxRetries &&
-    (a.runAt?.getTime() ?? null) === (b.runAt?.getTime() ?? null)
+    (a.runAt?.getTime() ?? null) === (b.runAt?.getTime() ?? null) &&
+    a.timeoutSeconds === b.timeoutSeconds
   );
 }
 
@@ -114,6 +115,7 @@ async function insertKeyedStatement(
       numberArray(jobs.map((j) => j.maxRetries)),
       jobs.map((j) => j.runAt),
       jobs.map((j) => j.idempotencyKey),
+      jobs.map((j) => j.timeoutSeconds),
     ],
   });
   // Keyed rows are matched by key (an existing job has an older id); new jobs without a key get

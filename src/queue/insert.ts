@@ -215,6 +215,7 @@ export function insertedJob(job: NormalizedJobSpec, row: InsertedRow): Job {
     runAt: new Date(row.run_at_ms),
     createdAt: new Date(row.created_at_ms),
     idempotencyKey: job.idempotencyKey,
+    timeoutSeconds: job.timeoutSeconds,
   });
 }
 

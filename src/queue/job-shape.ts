@@ -23,6 +23,8 @@ export const LIMITS = {
   typeLength: { min: 1, max: 200 },
   /** `idempotencyKey`: 1–255 characters, counted like `type` (CHECK `idempotency_key_length`, schema version 6). */
   idempotencyKeyLength: { min: 1, max: 255 },
+  /** `timeoutSeconds`: 1–604800 (a week), whole seconds; default none (CHECK `timeout_seconds_in_range`, schema version 11). */
+  timeoutSeconds: { min: 1, max: 604_800 },
   /** `limit` of a job list: 1–1000, default 50. */
   listLimit: { min: 1, max: 1000, default: 50 },
   /** Most jobs one batch enqueue takes (one statement, all or nothing). */
@@ -127,6 +129,13 @@ export const JOB_FIELDS = [
     timestamp: false,
     nullable: true,
   },
+  {
+    column: "timeout_seconds",
+    field: "timeoutSeconds",
+    wire: "timeout_seconds",
+    timestamp: false,
+    nullable: true,
+  },
 ] as const satisfies readonly JobFieldDefinition[];
 
 /**
@@ -170,6 +179,7 @@ export const CLAIMED_FIELDS = [
   "priority",
   "attempt",
   "maxRetries",
+  "timeoutSeconds",
 ] as const satisfies readonly (keyof ClaimedJob)[];
 
 type MissingClaimedFields = Exclude<keyof ClaimedJob, (typeof CLAIMED_FIELDS)[number]>;
@@ -184,6 +194,7 @@ export const JOB_SPEC_FIELDS = [
   "maxRetries",
   "runAt",
   "idempotencyKey",
+  "timeoutSeconds",
 ] as const satisfies readonly (keyof JobSpec & JobField)[];
 
 type MissingSpecFields = Exclude<keyof JobSpec, (typeof JOB_SPEC_FIELDS)[number]>;
@@ -233,6 +244,7 @@ export const JOB_CONSTRAINTS = {
   priority_in_range: { field: "priority", limit: LIMITS.priority },
   max_retries_in_range: { field: "maxRetries", limit: LIMITS.maxRetries },
   idempotency_key_length: { field: "idempotencyKey", limit: LIMITS.idempotencyKeyLength },
+  timeout_seconds_in_range: { field: "timeoutSeconds", limit: LIMITS.timeoutSeconds },
 } as const satisfies Record<string, { field: JobField; limit: { min: number; max: number } }>;
 
 /** Message of an integer field out of its range, e.g. `must be an integer from 1 to 10`. */
@@ -275,5 +287,6 @@ export function newJob(decided: Pick<Job, DecidedField>): Job {
     workerId: null,
     createdAt: decided.createdAt,
     idempotencyKey: decided.idempotencyKey,
+    timeoutSeconds: decided.timeoutSeconds,
   };
 }

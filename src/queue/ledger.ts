@@ -3,7 +3,7 @@
  * prune. Everything a worker does while it holds jobs goes through its {@link LockSession} instead.
  */
 import type pg from "pg";
-import { JobNotFoundError, JobStateConflictError } from "../errors.js";
+import { cancelOne, readCancelled } from "./cancel.js";
 import { checkJobId, checkListQuery } from "./checks.js";
 import {
   type DeadLetterBatch,
@@ -40,7 +40,7 @@ import {
 } from "./schedules.js";
 import { heldJobLocks } from "./sql/claim.js";
 import { reapStaleJobs } from "./sql/finish.js";
-import { cancelJob, getDeadLetter, getJob, listJobs, ping, pruneStats, schemaVersion } from "./sql/read.js";
+import { getDeadLetter, getJob, listJobs, ping, pruneStats, schemaVersion } from "./sql/read.js";
 import type { DeadLetterJob, Job, ListJobsQuery, QueueMetrics, WorkerInfo } from "./types.js";
 import type { FieldNaming } from "./validate.js";
 
@@ -114,21 +114,28 @@ export class Ledger extends EnqueueLedger {
   }
 
   /**
-   * Cancels a pending job and returns it (status `cancelled`).
+   * Cancels a pending job and returns it (status `cancelled`): `DELETE /jobs/{id}`.
    * @throws {JobNotFoundError} no such job.
    * @throws {JobStateConflictError} the job is not pending (claimed, running or finished).
    */
-  async cancelJob(id: number): Promise<Job> {
-    checkJobId(id);
-    const { rows } = await this.pool.query<JobRow & { cancelled: boolean }>({
-      ...cancelJob(this.schema),
-      values: [id],
-    });
-    const row = rows[0];
-    if (!row) throw new JobNotFoundError(id);
-    if (!row.cancelled) throw new JobStateConflictError(id, row.status, "cancel");
-    const { cancelled: _, ...job } = row;
-    return job;
+  cancelPendingJob(id: number): Promise<Job> {
+    return cancelOne(this.pool, this.schema, id, "pending");
+  }
+
+  /**
+   * Cancels a pending, claimed or running job and returns it (status `cancelled`; DESIGN.md §4,
+   * "Cancel"). A held job's worker, on any host, is told by NOTIFY (its heartbeat as fallback),
+   * aborts the handler's signal with a `JobCancelledError`, and never writes the handler's outcome.
+   * @throws {JobNotFoundError} no such job.
+   * @throws {JobStateConflictError} the job is finished (done, dead or cancelled).
+   */
+  cancelJob(id: number): Promise<Job> {
+    return cancelOne(this.pool, this.schema, id, "live");
+  }
+
+  /** Which of `ids` are cancelled now (a worker checks the jobs whose claim it found gone). */
+  cancelledAmong(ids: readonly number[]): Promise<Set<number>> {
+    return readCancelled(this.pool, this.schema, ids);
   }
 
   /**

@@ -26,6 +26,12 @@ export interface JobSpec {
    * Default none.
    */
   idempotencyKey?: string;
+  /**
+   * 1–604800 whole seconds: how long one attempt may run. At the deadline the handler's
+   * AbortSignal fires with a `JobTimeoutError` and the attempt fails (and is retried as any
+   * failure). Default: the worker's `jobTimeoutSeconds`, or no bound.
+   */
+  timeoutSeconds?: number;
 }
 
 /** One entry of a job's attempt history: a failed attempt. */
@@ -63,6 +69,8 @@ export interface Job {
   createdAt: Date;
   /** The idempotency key it was enqueued with, or null (also once the key expired and was reused). */
   idempotencyKey: string | null;
+  /** Bound of one attempt's run time, seconds, as enqueued; null: the worker's default (if any). */
+  timeoutSeconds: number | null;
   /**
    * Lists only: true when listJobs left the payload out (null) because it is larger than
    * `LIMITS.listValueBytes` (64 KiB); false when it is there. Other reads leave the flag out.
@@ -76,7 +84,10 @@ export interface Job {
  * A job as a claim hands it to a worker: what a handler needs (DESIGN.md §7). `attempt` counts
  * the failed attempts before this one (0 on the first execution).
  */
-export type ClaimedJob = Pick<Job, "id" | "type" | "payload" | "priority" | "attempt" | "maxRetries">;
+export type ClaimedJob = Pick<
+  Job,
+  "id" | "type" | "payload" | "priority" | "attempt" | "maxRetries" | "timeoutSeconds"
+>;
 
 /**
  * A row of dead_letter_jobs: a job that exhausted its retries (or failed permanently), as it was

@@ -34,6 +34,8 @@ export interface NormalizedJobSpec {
   runAt: Date | null;
   /** The idempotency key, or null (most jobs: see idempotency.ts). */
   idempotencyKey: string | null;
+  /** Bound of one attempt's run time, seconds, or null (the worker's default). */
+  timeoutSeconds: number | null;
 }
 
 /** ISO-8601 date-time with a UTC offset, as the ledger accepts it (seconds optional). */
@@ -325,6 +327,9 @@ export function validateJobSpec(
         message: "contains a NUL character or an unpaired UTF-16 surrogate",
       });
   }
+  const { timeoutSeconds } = spec;
+  if (timeoutSeconds !== undefined && timeoutSeconds !== null)
+    checkInteger(problems, name("timeoutSeconds"), timeoutSeconds, LIMITS.timeoutSeconds);
   const payload = toStorableJson(
     spec.payload === undefined ? {} : (spec.payload as JsonValue),
     name("payload"),
@@ -343,5 +348,6 @@ export function validateJobSpec(
     maxRetries,
     runAt: when,
     idempotencyKey: typeof idempotencyKey === "string" ? idempotencyKey : null,
+    timeoutSeconds: typeof timeoutSeconds === "number" ? timeoutSeconds : null,
   };
 }

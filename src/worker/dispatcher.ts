@@ -3,34 +3,22 @@
  * slots, and running one handler (its AbortSignal, its outcome handed to the outcome writer).
  */
 import type { ResolvedConfig } from "../config.js";
-import { HandlerMissingError, JobAbortedError, type JobAbortReason } from "../errors.js";
+import { JobAbortedError, JobTimeoutError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { ClaimedJob, ClaimRef } from "../queue/lock-session.js";
 import { jsonBytes, MAX_PAYLOAD_BYTES } from "../queue/validate.js";
 import type { WorkerEmitter } from "./events.js";
+import { IdleWaiters } from "./idle.js";
+import { HandlerInvoker } from "./invoke.js";
 import { JobBuffer } from "./job-buffer.js";
 import type { LaneState } from "./lane.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
-import { type HandlerJob, type HandlerRegistry, isSandboxed, type RegisteredHandler } from "./registry.js";
+import type { HandlerRegistry } from "./registry.js";
 import { RetryWakeups } from "./retry-wakeups.js";
 import { RunAloneGate } from "./run-alone.js";
-import { failureOutcome, type HandlerOutcome, resultOutcome } from "./sandbox/outcome.js";
-import { SandboxPool } from "./sandbox/pool.js";
+import { RunLimits, type RunningJob } from "./run-limits.js";
+import type { HandlerOutcome } from "./sandbox/outcome.js";
 import type { SessionSupervisor } from "./session-supervisor.js";
-
-/** A job whose handler runs. */
-export interface RunningJob {
-  job: ClaimedJob;
-  /** The session generation it was claimed under (see `SessionSupervisor.generation`). */
-  generation: number;
-  controller: AbortController;
-  startedAt: number;
-  /**
-   * Set when its outcome must not be written: given back at the shutdown deadline, its lock
-   * session lost, or its claim gone at a heartbeat. Abandoned jobs get no more heartbeats.
-   */
-  abandoned: false | JobAbortReason;
-}
 
 /** What the dispatcher reads of its lane. */
 export interface DispatcherLane {
@@ -44,11 +32,13 @@ export class Dispatcher {
   private wakeRequested = false;
   private claiming: Promise<void> | null = null;
   private readonly retryWakeups = new RetryWakeups(() => this.wake());
-  private idleWaiters: (() => void)[] = [];
+  private readonly idle = new IdleWaiters();
   /** Jobs a claim in flight at stop() brought back: given back at once, part of the stop report. */
   readonly claimedWhileDraining: number[] = [];
-  /** The child processes of sandboxed handlers, forked at the first sandboxed job. */
-  private sandbox: SandboxPool | null = null;
+  /** Runs handlers, in this process or in the sandbox's child processes. */
+  private readonly invoker: HandlerInvoker;
+  /** Deadlines, cancels and the abort grace of running handlers. */
+  private readonly limits: RunLimits;
   /** The worker process's run-alone gate (see run-alone.ts and {@link joinGate}). */
   private gate = new RunAloneGate();
 
@@ -65,6 +55,13 @@ export class Dispatcher {
     private readonly logger: Logger,
   ) {
     this.gate.join(this);
+    this.invoker = new HandlerInvoker(config, logger);
+    this.limits = new RunLimits(
+      config.jobTimeoutSeconds,
+      (config.jobAbortGraceSeconds ?? 5) * 1000,
+      events,
+      (run, reason) => this.freeSlot(run, reason),
+    );
   }
 
   /** Handlers currently running. */
@@ -211,10 +208,15 @@ export class Dispatcher {
       controller,
       startedAt: performance.now(),
       abandoned: false,
+      limitTimer: null,
+      timedOutAfter: null,
+      settled: false,
     };
     this.running.set(job.id, entry);
     this.writer.markRunning(job);
-    void this.invoke(job, this.registry.get(job.type), controller.signal)
+    this.limits.start(entry);
+    void this.invoker
+      .invoke(job, this.registry.get(job.type), controller.signal)
       .then((outcome) => this.finishJob(entry, outcome))
       .catch((error: unknown) => {
         // finishJob does not throw; should it ever, the process must not die with the other jobs.
@@ -222,59 +224,39 @@ export class Dispatcher {
       });
   }
 
-  /**
-   * Runs the job's handler: in this process, or in a child process of the lane's sandbox pool for
-   * a sandboxed handler. Never throws: a failure (a throw, a result that cannot be stored, a crash
-   * of the handler's process) is `{ error }`.
-   */
-  private async invoke(
-    job: ClaimedJob,
-    handler: RegisteredHandler | undefined,
-    signal: AbortSignal,
-  ): Promise<HandlerOutcome> {
-    const handlerJob: HandlerJob = {
-      id: job.id,
-      type: job.type,
-      payload: job.payload,
-      attempt: job.attempt,
-      maxRetries: job.maxRetries,
-    };
-    try {
-      if (!handler) throw new HandlerMissingError([job.type]);
-      if (isSandboxed(handler)) {
-        this.sandbox ??= new SandboxPool({
-          size: this.config.workerCount,
-          killGraceMs: this.config.handlerKillGraceSeconds * 1000,
-          logger: this.logger,
-        });
-        return await this.sandbox.run(handler, handlerJob, signal);
-      }
-      return resultOutcome(await handler(handlerJob, signal));
-    } catch (error) {
-      return failureOutcome(error);
-    }
-  }
-
   /** Ends the sandboxed handlers' child processes (stop), within the kill grace. Never throws. */
-  async closeSandbox(): Promise<void> {
-    await this.sandbox?.close();
+  closeSandbox(): Promise<void> {
+    return this.invoker.close();
   }
 
   private finishJob(entry: RunningJob, outcome: HandlerOutcome): void {
     const { job } = entry;
+    if (entry.settled) {
+      // Its slot was freed at the end of its abort grace (run-limits.ts): too late for anything.
+      this.logger.info({ jobId: job.id }, "an overdue handler settled at last; its outcome is refused");
+      return;
+    }
+    entry.settled = true;
+    this.limits.clear(entry);
     const failure = "error" in outcome ? outcome.error : null;
     this.running.delete(job.id);
     const runMs = performance.now() - entry.startedAt;
     const current = entry.generation === this.supervisor.generation;
     if (entry.abandoned === "shutdown") {
       this.logger.debug({ jobId: job.id }, "job given back at shutdown finished; its outcome is not written");
+    } else if (entry.abandoned === "cancelled") {
+      // Cancelled in the database already (sql/read.ts cancelAnyJob): nothing to write, the lock to
+      // release (nobody else may claim a cancelled job, so at once).
+      this.events.emit("job:discarded", { id: job.id, write: failure === null ? "complete" : "fail" });
+      this.releaseLock(job.id, current);
     } else if (entry.abandoned || !current) {
       this.writer.fenced(job.id, failure === null ? "complete" : "fail", entry.abandoned || "session_lost");
       // A claim lost while its session lives: nothing is written, but the session still holds the
       // job's lock, which kept anyone else from running it until this handler returned.
-      const session = this.supervisor.session;
-      if (entry.abandoned === "claim_lost" && current && session)
-        this.writer.waitForUnlock(session.releaseLocks([job.id]));
+      if (entry.abandoned === "claim_lost") this.releaseLock(job.id, current);
+    } else if (entry.timedOutAfter !== null) {
+      const error = new JobTimeoutError(job.id, entry.timedOutAfter).message;
+      this.writer.fail({ id: job.id, attempt: job.attempt, error, runMs });
     } else if ("json" in outcome) {
       if (jsonBytes(outcome.json) > MAX_PAYLOAD_BYTES)
         this.writer.fail({
@@ -296,7 +278,45 @@ export class Dispatcher {
     }
     this.writer.scheduleFlush();
     this.dispatch();
-    if (this.running.size === 0) this.notifyIdle();
+    if (this.running.size === 0) this.idle.notify();
+  }
+
+  /** Releases the lock of a job whose outcome is not written, if its session (`current`) still holds it. */
+  private releaseLock(id: number, current: boolean): void {
+    const session = this.supervisor.session;
+    if (current && session) this.writer.waitForUnlock(session.releaseLocks([id]));
+  }
+
+  /**
+   * An aborted handler did not settle within its grace (run-limits.ts): its slot is freed now, its
+   * outcome dealt with as if it had settled (a timed-out attempt is written as failed), and what it
+   * returns later is refused (the job log's `overdue` line: job-observer.ts).
+   */
+  private freeSlot(entry: RunningJob, reason: "cancelled" | "timeout"): void {
+    this.finishJob(entry, { error: `${reason}: the handler did not settle after its abort` });
+  }
+
+  /**
+   * Job `id` was cancelled in the database while this lane holds it (a NOTIFY, or a claim found
+   * gone and cancelled): its handler is aborted with a `JobCancelledError`, or, not started yet, it
+   * leaves the buffer and its lock is released. Returns whether the lane held it.
+   */
+  cancelled(id: number): boolean {
+    const entry = this.running.get(id);
+    if (entry) {
+      this.limits.cancel(entry);
+      return true;
+    }
+    if (!this.buffer.remove(id)) return false;
+    this.events.emit("job:discarded", { id, write: "release" });
+    this.releaseLock(id, true);
+    this.writer.scheduleFlush();
+    return true;
+  }
+
+  /** True if the lane holds job `id`: running, or claimed and waiting for a slot. */
+  holds(id: number): boolean {
+    return this.running.has(id) || this.buffer.has(id);
   }
 
   /** The database no longer shows this worker owning a job it runs: never write its outcome. */
@@ -312,8 +332,13 @@ export class Dispatcher {
   }
 
   /** Marks a running job abandoned and aborts its handler with a typed reason. */
-  private abandon(entry: RunningJob, reason: JobAbortReason, message: string): void {
+  private abandon(
+    entry: RunningJob,
+    reason: "shutdown" | "session_lost" | "claim_lost",
+    message: string,
+  ): void {
     entry.abandoned = reason;
+    this.limits.clear(entry);
     entry.controller.abort(new JobAbortedError(reason, entry.job.id, message));
   }
 
@@ -348,27 +373,15 @@ export class Dispatcher {
   }
 
   /** Resolves once no handler runs, or after `timeoutMs`. */
-  async waitIdle(timeoutMs: number): Promise<void> {
-    if (this.running.size === 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, timeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
+  waitIdle(timeoutMs: number): Promise<void> {
+    return this.running.size === 0 ? Promise.resolve() : this.idle.wait(timeoutMs);
   }
 
   /** Resolves the waiters of {@link waitIdle} when nothing runs and nothing is held. */
   flushed(): void {
-    if (this.running.size === 0 && this.heldCount === 0) this.notifyIdle();
+    if (this.running.size === 0 && this.heldCount === 0) this.idle.notify();
     this.claimLoop();
     this.gate.changed();
-  }
-
-  private notifyIdle(): void {
-    for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 
   /**
@@ -385,6 +398,3 @@ export class Dispatcher {
     return current;
   }
 }
-
-/** A failed attempt's error text (kept here for its importers; see sandbox/outcome.ts). */
-export { describeError } from "./sandbox/outcome.js";

@@ -56,6 +56,15 @@ export interface WorkerEvents {
   "job:released": [{ id: number }];
   /** A write for this job was refused by the fence, or dropped (see {@link FenceReason}). */
   "job:fenced": [{ id: number; write: FencedWrite; reason: FenceReason }];
+  /** The handler's signal was aborted: the job was cancelled, or its attempt ran past its timeout. */
+  "job:aborted": [{ id: number; reason: "cancelled" | "timeout" }];
+  /**
+   * An aborted handler had not settled `graceMs` after its abort: its slot is freed (a timed-out
+   * attempt is written as failed now), and whatever it returns later is refused.
+   */
+  "job:overdue": [{ id: number; reason: "cancelled" | "timeout"; graceMs: number }];
+  /** The outcome of a job cancelled while this worker held it was not written (the job stays cancelled). */
+  "job:discarded": [{ id: number; write: FencedWrite }];
   "session:lost": [{ error: Error }];
   "session:restored": [];
   /** The LISTEN connection was lost (a missed ping, an error, its end); it is being re-established. */

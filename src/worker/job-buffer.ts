@@ -28,6 +28,28 @@ export class JobBuffer {
     return job;
   }
 
+  /** True if job `id` waits here. */
+  has(id: number): boolean {
+    for (let i = this.head; i < this.items.length; i++)
+      if ((this.items[i] as ClaimedJob).id === id) return true;
+    return false;
+  }
+
+  /** Takes job `id` out of the buffer (a cancel), or undefined if it is not here. O(n): rare. */
+  remove(id: number): ClaimedJob | undefined {
+    for (let i = this.head; i < this.items.length; i++) {
+      const job = this.items[i] as ClaimedJob;
+      if (job.id !== id) continue;
+      this.items.splice(i, 1);
+      if (this.head >= this.items.length) {
+        this.items = [];
+        this.head = 0;
+      }
+      return job;
+    }
+    return undefined;
+  }
+
   /** The jobs waiting, oldest first (a copy). */
   jobs(): ClaimedJob[] {
     return this.items.slice(this.head);

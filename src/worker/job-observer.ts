@@ -3,8 +3,10 @@
  * structured line per job event (claimed at debug; completed, released at info; failed (retried or
  * dead), fenced, reaped at warn), each with `jobId`, `type`, `attempt`, `workerId`, and
  * `durationMs` where a run ended (the handler's run time; for a fenced or released job, the time
- * since its claim). Writes a lane could not hand in (`fenced`) are also added to the database's
- * counters (job_totals), batched, since no job statement sees the dropped ones.
+ * since its claim). Writes a lane could not hand in (`fenced`) and handlers that ignored their
+ * abort (`overdue`) are also added to the database's counters (job_totals), batched, since no job
+ * statement sees them. A cancel is counted (and logged as `cancelled`) by whoever cancels; the
+ * worker logs its side as `aborted` and `discarded`.
  */
 import type { Logger } from "../log.js";
 import type { WorkerProcessMetrics } from "../metrics/worker.js";
@@ -19,9 +21,13 @@ interface Held {
   claimedAtMs: number;
 }
 
+/** What the observer knows of a job it never saw claimed. */
+const UNKNOWN: Held = { type: "unknown", attempt: -1, claimedAtMs: Number.NaN };
+
 export class JobObserver {
   private readonly held = new Map<number, Held>();
-  private readonly fencedByType = new Map<string, number>();
+  /** Events counted here and not yet added to job_totals, by `type` NUL `event`. */
+  private readonly pending = new Map<string, number>();
   private flushing: Promise<void> | null = null;
 
   /**
@@ -65,8 +71,33 @@ export class JobObserver {
         { ...this.fields(id, job), event: "fenced", durationMs: this.since(job), write, reason },
         "late write refused: this worker no longer owns the job's claim",
       );
-      this.fencedByType.set(job.type, (this.fencedByType.get(job.type) ?? 0) + 1);
-      this.flushFenced();
+      this.countEvent(job.type, "fenced");
+    });
+    events.on("job:aborted", ({ id, reason }) => {
+      const job = this.held.get(id) ?? UNKNOWN;
+      this.metrics?.count(job.type, "aborted");
+      this.logger.info(
+        { ...this.fields(id, job), event: "aborted", reason, durationMs: this.since(job) },
+        reason === "cancelled"
+          ? "handler aborted: the job was cancelled"
+          : "handler aborted: the attempt timed out",
+      );
+    });
+    events.on("job:overdue", ({ id, reason, graceMs }) => {
+      const job = this.held.get(id) ?? UNKNOWN;
+      this.metrics?.count(job.type, "overdue");
+      this.logger.warn(
+        { ...this.fields(id, job), event: "overdue", reason, graceMs },
+        "handler did not settle after its abort: its slot is freed and its result will be refused",
+      );
+      this.countEvent(job.type, "overdue");
+    });
+    events.on("job:discarded", ({ id, write }) => {
+      const job = this.finish(id);
+      this.logger.info(
+        { ...this.fields(id, job), event: "discarded", write, durationMs: this.since(job) },
+        "outcome of a cancelled job refused",
+      );
     });
     events.on("reaper:reaped", ({ jobs }) => {
       for (const job of jobs)
@@ -109,7 +140,7 @@ export class JobObserver {
   private finish(id: number): Held {
     const job = this.held.get(id);
     this.held.delete(id);
-    return job ?? { type: "unknown", attempt: -1, claimedAtMs: Number.NaN };
+    return job ?? UNKNOWN;
   }
 
   private fields(id: number, job: Held) {
@@ -120,17 +151,27 @@ export class JobObserver {
     return Number.isNaN(job.claimedAtMs) ? undefined : Math.round(performance.now() - job.claimedAtMs);
   }
 
-  /** Writes the fenced counts noted so far, one statement at a time; a failure is logged, not retried. */
-  private flushFenced(): void {
+  /** Notes one event of `type` for job_totals and writes it soon (see {@link flushCounts}). */
+  private countEvent(type: string, event: "fenced" | "overdue"): void {
+    const key = `${type}\u0000${event}`;
+    this.pending.set(key, (this.pending.get(key) ?? 0) + 1);
+    this.flushCounts();
+  }
+
+  /** Writes the counts noted so far, one statement at a time; a failure is logged, not retried. */
+  private flushCounts(): void {
     if (this.flushing) return;
     this.flushing = (async () => {
-      while (this.fencedByType.size > 0) {
-        const counts = [...this.fencedByType].map(([type, count]) => ({ type, event: "fenced", count }));
-        this.fencedByType.clear();
+      while (this.pending.size > 0) {
+        const counts = [...this.pending].map(([key, count]) => {
+          const [type = "", event = ""] = key.split("\u0000");
+          return { type, event, count };
+        });
+        this.pending.clear();
         try {
           await this.ledger.addJobEvents(counts);
         } catch (error) {
-          this.logger.warn({ err: error, counts }, "could not count fenced writes in the database");
+          this.logger.warn({ err: error, counts }, "could not count job events in the database");
         }
       }
       this.flushing = null;

@@ -29,6 +29,9 @@ import { drainLane } from "./shutdown.js";
  */
 export type LaneState = "created" | "starting" | "running" | "draining" | "stopped" | "failed";
 
+/** NOTIFY payload prefix of a cancelled held job: `cancel:<id>` (sql/read.ts cancelAnyJob). */
+const CANCEL_PREFIX = "cancel:";
+
 /** Everything a lane needs from its worker. */
 export interface LaneOptions {
   /** The lane's id: the worker's id, or `<worker id>/<n>` when the worker has several lanes. */
@@ -78,7 +81,7 @@ export class Lane {
     });
     this.writer = new OutcomeWriter(this.supervisor, config, events, logger, options.unreported, {
       isRunning: (id) => this.dispatcher.isRunning(id),
-      claimLost: (id) => this.dispatcher.claimLost(id),
+      claimLost: (id) => void this.claimsGone([id]),
       claimMore: () => this.dispatcher.claimLoop(),
       retryDueIn: (seconds) => this.dispatcher.wakeIn(seconds),
       flushed: () => this.dispatcher.flushed(),
@@ -271,7 +274,37 @@ export class Lane {
   }
 
   private onNotify(payload: string): void {
+    if (payload.startsWith(CANCEL_PREFIX)) {
+      // A job cancelled while held (sql/read.ts cancelAnyJob): checked against the database before
+      // its handler is aborted, since a job type may be spelled like this payload.
+      const id = Number(payload.slice(CANCEL_PREFIX.length));
+      if (Number.isSafeInteger(id) && this.dispatcher.holds(id)) void this.claimsGone([id], false);
+      if (!this.typeSet.has(payload)) return;
+    }
     if (payload === "*" || payload.split(",").some((type) => this.typeSet.has(type))) this.dispatcher.wake();
+  }
+
+  /**
+   * The database no longer shows this lane owning `ids` (a refused heartbeat or running mark, or a
+   * cancel NOTIFY): a cancelled job's handler is aborted with a `JobCancelledError`; with
+   * `lostIfNot`, any other is a lost claim. If the check fails, every one is a lost claim (nothing
+   * of theirs is written either way).
+   */
+  private async claimsGone(ids: number[], lostIfNot = true): Promise<void> {
+    let cancelled: Set<number>;
+    try {
+      cancelled = await this.options.ledger.cancelledAmong(ids);
+    } catch (error) {
+      this.options.logger.warn(
+        { err: error, jobIds: ids },
+        "could not read whether lost claims were cancelled",
+      );
+      cancelled = new Set();
+    }
+    for (const id of ids) {
+      if (cancelled.has(id)) this.dispatcher.cancelled(id);
+      else if (lostIfNot) this.dispatcher.claimLost(id);
+    }
   }
 
   /**
@@ -307,8 +340,8 @@ export class Lane {
     const held = this.dispatcher.heldRefs();
     try {
       const alive = await session.heartbeat(this.options.identity, this.writer.fencedWrites, held);
-      for (const ref of held)
-        if (!alive.has(ref.id) && this.dispatcher.has(ref.id)) this.dispatcher.claimLost(ref.id);
+      const gone = held.filter((ref) => !alive.has(ref.id) && this.dispatcher.holds(ref.id));
+      if (gone.length > 0) await this.claimsGone(gone.map((ref) => ref.id));
       this.options.events.emit("worker:heartbeat", { laneId: this.options.id });
     } catch (error) {
       if (!session.isLost) this.supervisor.log.log("warn", { err: error }, "heartbeat failed");

@@ -86,6 +86,7 @@ describe("health, readiness and docs", () => {
       "POST /dead-letters/{job_id}/replay",
       "POST /jobs",
       "POST /jobs/batch",
+      "POST /jobs/{id}/cancel",
       "POST /jobs/{id}/retry",
       "POST /types/{type}/pause",
       "POST /types/{type}/resume",
@@ -111,6 +112,7 @@ describe("health, readiness and docs", () => {
       "payload",
       "priority",
       "run_at",
+      "timeout_seconds",
       "type",
     ]);
     assert.ok(

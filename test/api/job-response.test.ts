@@ -39,6 +39,7 @@ const base: Omit<Job, "runAt" | "claimedAt" | "startedAt" | "heartbeatAt" | "com
   errors: [],
   workerId: null,
   idempotencyKey: null,
+  timeoutSeconds: null,
 };
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;

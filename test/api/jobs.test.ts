@@ -98,8 +98,10 @@ describe("/jobs", () => {
       priority: 9,
       max_retries: 0,
       run_at: runAt,
+      timeout_seconds: 120,
     });
     assert.equal(job.type, "is_prime");
+    assert.equal(job.timeout_seconds, 120);
     assert.deepEqual(job.payload, { n: 97, nested: [1, "two", null, { three: true }] });
     assert.equal(job.priority, 9);
     assert.equal(job.max_retries, 0);
@@ -122,6 +124,7 @@ describe("/jobs", () => {
       "run_at",
       "started_at",
       "status",
+      "timeout_seconds",
       "type",
       "worker_id",
     ]);

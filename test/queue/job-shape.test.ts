@@ -99,7 +99,13 @@ describe("the job-shape table matches the migrated schema", () => {
   });
 
   it("a claim returns exactly CLAIMED_FIELDS", async () => {
-    const job = await db.ledger.addJob({ type: "shape", payload: { a: 1 }, priority: 7, maxRetries: 2 });
+    const job = await db.ledger.addJob({
+      type: "shape",
+      payload: { a: 1 },
+      priority: 7,
+      maxRetries: 2,
+      timeoutSeconds: 9,
+    });
     const session = await db.openLockSession("shape-worker");
     const [claimed] = await session.claim(["shape"], 1);
     assert.deepEqual(Object.keys(claimed ?? {}).sort(), [...CLAIMED_FIELDS].sort());
@@ -110,6 +116,7 @@ describe("the job-shape table matches the migrated schema", () => {
       priority: 7,
       attempt: 0,
       maxRetries: 2,
+      timeoutSeconds: 9,
     });
     await db.closeLockSessions();
   });
@@ -126,6 +133,7 @@ describe("the job-shape table matches the migrated schema", () => {
       runAt,
       createdAt,
       idempotencyKey: null,
+      timeoutSeconds: null,
     });
     for (const f of JOB_FIELDS)
       if ("initial" in f)

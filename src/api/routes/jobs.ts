@@ -4,7 +4,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { type Static, Type } from "@sinclair/typebox";
-import type { FastifyReply } from "fastify";
+import type { FastifyBaseLogger, FastifyReply } from "fastify";
 import { JobNotFoundError, QueueFullError } from "../../errors.js";
 import { LIMITS } from "../../queue/job-shape.js";
 import type { Ledger } from "../../queue/ledger.js";
@@ -42,6 +42,7 @@ function toJobSpec(body: JobSpecBody): JobSpec {
   if (body.max_retries !== undefined) spec.maxRetries = body.max_retries;
   if (body.run_at !== undefined) spec.runAt = body.run_at;
   if (body.idempotency_key !== undefined) spec.idempotencyKey = body.idempotency_key;
+  if (body.timeout_seconds !== undefined) spec.timeoutSeconds = body.timeout_seconds;
   return spec;
 }
 
@@ -252,13 +253,45 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       },
     },
     async (request, reply) => {
+      const job = await ledger.cancelPendingJob(request.params.id);
+      logCancel(request.log, job);
+      return reply.send(toJobResponse(job));
+    },
+  );
+
+  app.post(
+    "/jobs/:id/cancel",
+    {
+      schema: {
+        tags: ["jobs"],
+        summary: "Cancel a pending, claimed or running job",
+        description:
+          "Cancels the job and returns it with status `cancelled`. A pending job is cancelled as DELETE does. " +
+          "A claimed or running job is cancelled at once in the database; the worker that runs it, on any host, is " +
+          "told by NOTIFY (its heartbeat is the fallback), aborts the handler's AbortSignal with a `JobCancelledError`, " +
+          "and whatever the handler returns afterwards is refused. A finished job (done, dead, cancelled) cannot be " +
+          "cancelled (409).",
+        params: JobIdParams,
+        response: {
+          200: JobResponse,
+          404: problemResponse("No job has this id."),
+          409: problemResponse("The job is finished (done, dead or cancelled)."),
+          422: problemResponse("The id is not a positive integer."),
+        },
+      },
+    },
+    async (request, reply) => {
       const job = await ledger.cancelJob(request.params.id);
-      // The job log's line for a cancel (README, "Metrics and logs"): the API process writes it.
-      request.log.info(
-        { jobId: job.id, type: job.type, attempt: job.attempt, event: "cancelled" },
-        "job cancelled",
-      );
+      logCancel(request.log, job);
       return reply.send(toJobResponse(job));
     },
   );
 };
+
+/**
+ * The job log's line for a cancel (README, "Metrics and logs"): the API process writes it, once;
+ * the worker that ran a cancelled job logs its abort as `aborted`, not as another cancel.
+ */
+function logCancel(log: FastifyBaseLogger, job: Job): void {
+  log.info({ jobId: job.id, type: job.type, attempt: job.attempt, event: "cancelled" }, "job cancelled");
+}

@@ -94,7 +94,7 @@ export const HISTOGRAM_BOUNDS_SECONDS: readonly number[] = [
 ];
 
 /** The event names of job_totals (schema version 8). */
-export type CountedEvent = "enqueued" | "retried" | "dead" | "cancelled" | "fenced";
+export type CountedEvent = "enqueued" | "retried" | "dead" | "cancelled" | "fenced" | "overdue";
 
 /**
  * A CTE body (or a statement by itself) adding per-type event counts to job_totals. `deltas` is a

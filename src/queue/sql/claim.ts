@@ -88,7 +88,8 @@ const CLAIMED_COLUMNS = CLAIMED_SELECT_LIST;
  * caller: `types` text[], `limit` int, `lockClass` int4, `workerId` text; `after`, a condition
  * without columns that the candidates' scan evaluates once, before its first row; `alone`, whether
  * the candidates are run-alone jobs (through jobs_alone_idx) or ordinary ones (jobs_claim_idx).
- * `claimed` holds the claimed rows (id, type, payload, priority, attempt, max_retries and run_at).
+ * `claimed` holds the claimed rows (id, type, payload, priority, attempt, max_retries, run_at and
+ * timeout_seconds).
  */
 const claimCtes = (p: {
   types: string;
@@ -142,7 +143,7 @@ const CLAIM_TAIL = (p: { lockClass: string; workerId: string }): string =>
        UPDATE $S.jobs AS j
        SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = ${p.workerId}
        WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND coalesce(j.status, '') = 'pending'
-       RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at
+       RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.timeout_seconds
      ), claim_counted AS (
        ${countStatuses("SELECT 'pending'::text, -count(*) FROM claimed")}
      )`;

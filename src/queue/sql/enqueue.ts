@@ -56,13 +56,16 @@ export const enqueueJob = (schema: string): Statement =>
 
 /**
  * Inserts jobs of which some name an idempotency key (schema version 6; idempotency.ts), like
- * {@link enqueueJobs} with one more parameter, $6 keys text[] (NULL for a job without one). No two
+ * {@link enqueueJobs} with two more parameters, $6 keys text[] (NULL for a job without one) and $7
+ * timeout_seconds int[] (schema version 11; NULL: none). Jobs with a timeout take this statement
+ * too, keys or not, so that the common insert ({@link enqueueJobs}) keeps its parameters. No two
  * jobs of one call may share a key (the caller folds them first: ON CONFLICT DO UPDATE cannot touch
  * one row twice). A key that a job holds already creates nothing: `ON CONFLICT … DO UPDATE` waits
  * for a concurrent insert of the key to commit or roll back, then sees that job even if it
  * committed after this statement began (a plain read could not), and returns it. Its body must be
  * the one that job was enqueued with (the fingerprint: an MD5 of the canonical jsonb of type,
- * payload, priority, max_retries and the run time as asked for, NULL when not given); otherwise
+ * payload, priority, max_retries and the run time as asked for, NULL when not given, then the
+ * timeout when one is given: a body without one keeps the fingerprint of schema version 6); otherwise
  * `idempotency_conflict` aborts the whole statement, SQLSTATE TQ409, nothing written.
  * Returns, in no particular order, INSERTED_COLUMNS, `idempotency_key`, and `inserted` (false:
  * the job existed; its id and times).
@@ -71,13 +74,17 @@ export const enqueueKeyedJobs = (schema: string, payloads: JsonArrayType = "json
   statement(
     schema,
     payloads === "jsonb" ? "enqueue_keyed_jobs" : "enqueue_keyed_jobs_json",
-    `INSERT INTO $S.jobs AS j (type, payload, priority, max_retries, run_at, idempotency_key, idempotency_fingerprint)
+    `INSERT INTO $S.jobs AS j (type, payload, priority, max_retries, run_at, idempotency_key, idempotency_fingerprint,
+                               timeout_seconds)
      SELECT t.type, t.payload::jsonb, t.priority, t.max_retries, greatest(coalesce(t.run_at, now()), now()), t.key,
-            CASE WHEN t.key IS NOT NULL THEN decode(md5(jsonb_build_array(
-              t.type, t.payload::jsonb, t.priority, t.max_retries, extract(epoch FROM t.run_at))::text), 'hex') END
+            CASE WHEN t.key IS NOT NULL THEN decode(md5((jsonb_build_array(
+              t.type, t.payload::jsonb, t.priority, t.max_retries, extract(epoch FROM t.run_at))
+              || CASE WHEN t.timeout_seconds IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(t.timeout_seconds) END
+              )::text), 'hex') END,
+            t.timeout_seconds
      FROM ROWS FROM (unnest($1::text[]), ${jsonArrayElements("$2", payloads)}, unnest($3::smallint[]),
-                     unnest($4::int[]), unnest($5::timestamptz[]), unnest($6::text[]))
-       WITH ORDINALITY AS t(type, payload, priority, max_retries, run_at, key, ord)
+                     unnest($4::int[]), unnest($5::timestamptz[]), unnest($6::text[]), unnest($7::int[]))
+       WITH ORDINALITY AS t(type, payload, priority, max_retries, run_at, key, timeout_seconds, ord)
      ORDER BY t.ord
      ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO UPDATE
        SET idempotency_key = CASE WHEN j.idempotency_fingerprint IS NOT DISTINCT FROM excluded.idempotency_fingerprint

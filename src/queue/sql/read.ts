@@ -62,6 +62,50 @@ export const cancelJob = (schema: string): Statement =>
      WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cancelled)`,
   );
 
+/**
+ * Cancels a job in any live state (DESIGN.md §4, "Cancel"): pending, claimed or running → cancelled,
+ * in one statement fenced on those statuses, so that it and the owning worker's outcome write (fenced
+ * on the held statuses too) cannot both apply. A held job's worker is told by a NOTIFY
+ * `cancel:<id>` on the workers' channel (wake_workers), sent at commit; its advisory lock stays with
+ * that worker until the handler is aborted. $1 id. Returns one row like {@link cancelJob}, plus
+ * `was_held`: the job was claimed or running.
+ */
+export const cancelAnyJob = (schema: string): Statement =>
+  statement(
+    schema,
+    "cancel_any_job",
+    `WITH before AS MATERIALIZED (
+       SELECT id, status AS old_status FROM $S.jobs
+       WHERE id = $1 AND status IN ('pending', 'claimed', 'running')
+       FOR UPDATE
+     ), cancelled AS (
+       UPDATE $S.jobs AS j SET status = 'cancelled', completed_at = now(), run_alone = false
+       FROM before WHERE j.id = before.id
+       RETURNING ${jobSelectList(undefined, "j")}, before.old_status
+     ), counted AS (
+       ${countStatuses(
+         `SELECT s, n FROM cancelled, (VALUES ('pending'::text, -1), ('cancelled', 1)) AS v(s, n)
+          WHERE cancelled.old_status = 'pending' OR v.s = 'cancelled'`,
+       )}
+     ), cancel_events AS (
+       ${countEvents("SELECT type, 'cancelled', count(*) FROM cancelled GROUP BY type")}
+     )
+     SELECT true AS cancelled, old_status <> 'pending' AS was_held, cancelled.*,
+            CASE WHEN old_status <> 'pending' THEN $S.wake_workers('cancel:' || id) END AS told
+     FROM cancelled
+     UNION ALL
+     SELECT false AS cancelled, false AS was_held, ${JOB_COLUMNS}, NULL::text, NULL::int FROM $S.jobs
+     WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cancelled)`,
+  );
+
+/** Which of the jobs $1 (bigint[]) are cancelled now. Returns their ids. */
+export const cancelledAmong = (schema: string): Statement =>
+  statement(
+    schema,
+    "cancelled_among",
+    `SELECT id FROM $S.jobs WHERE id = ANY($1::bigint[]) AND status = 'cancelled'`,
+  );
+
 /** One dead-letter entry by job id. $1 job id. */
 export const getDeadLetter = (schema: string): Statement =>
   statement(

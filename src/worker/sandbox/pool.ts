@@ -19,6 +19,7 @@
  *   then SIGKILL for any still alive after `killGraceMs`.
  */
 import { type ChildProcess, fork } from "node:child_process";
+import { JobAbortedError, JobTimeoutError } from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { HandlerJob, SandboxedHandler } from "../registry.js";
 import type { HandlerOutcome } from "./outcome.js";
@@ -94,13 +95,13 @@ export class SandboxPool {
     return new Promise<HandlerOutcome>((resolve) => {
       let killTimer: NodeJS.Timeout | undefined;
       const onAbort = () => {
-        const reason = signal.reason as { reason?: unknown; message?: unknown } | undefined;
+        const reason = signal.reason instanceof JobAbortedError ? signal.reason : null;
         this.send(child, {
           kind: "abort",
           jobId: job.id,
-          reason:
-            reason?.reason === "session_lost" || reason?.reason === "claim_lost" ? reason.reason : "shutdown",
-          message: typeof reason?.message === "string" ? reason.message : "job aborted",
+          reason: reason?.reason ?? "shutdown",
+          message: reason?.message ?? "job aborted",
+          ...(reason instanceof JobTimeoutError ? { timeoutSeconds: reason.timeoutSeconds } : {}),
         });
         killTimer = setTimeout(
           () => this.kill(child, `it did not answer the abort within ${this.options.killGraceMs} ms`),

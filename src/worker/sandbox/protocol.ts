@@ -15,7 +15,14 @@ export type ToChild =
       exportName: string;
       job: HandlerJob;
     }
-  | { kind: "abort"; jobId: number; reason: JobAbortReason; message: string }
+  | {
+      kind: "abort";
+      jobId: number;
+      reason: JobAbortReason;
+      message: string;
+      /** For `timeout`: the bound that was exceeded, seconds (the child rebuilds a `JobTimeoutError`). */
+      timeoutSeconds?: number;
+    }
   /** The worker stops: exit now (code 0), whatever runs. */
   | { kind: "stop" };
 

@@ -2,11 +2,11 @@
  * The entry module of a sandboxed handler's child process (forked by pool.ts). It runs one job at
  * a time: imports the handler module named in the `run` message (cached per module and export),
  * calls the handler with the job and an AbortSignal that the worker's `abort` message aborts (its
- * reason a `JobAbortedError` of the same kind), and answers the outcome. An uncaught exception or
+ * reason a `JobAbortedError` of the same kind: `JobCancelledError`, `JobTimeoutError`, …), and answers the outcome. An uncaught exception or
  * unhandled rejection is reported to the worker and ends the process with code 1; a `stop`
  * message or a disconnected IPC channel (the worker stopped or died) ends it with code 0.
  */
-import { JobAbortedError } from "../../errors.js";
+import { jobAbortError } from "../../errors.js";
 import type { JobHandler } from "../registry.js";
 import { describeError, failureOutcome, type HandlerOutcome, resultOutcome } from "./outcome.js";
 import type { FromChild, ToChild } from "./protocol.js";
@@ -83,5 +83,7 @@ process.on("message", (message: ToChild) => {
   if (message.kind === "run") void run(message);
   else if (message.kind === "stop") process.exit(0);
   else if (message.kind === "abort" && current?.jobId === message.jobId)
-    current.controller.abort(new JobAbortedError(message.reason, message.jobId, message.message));
+    current.controller.abort(
+      jobAbortError(message.reason, message.jobId, message.message, message.timeoutSeconds),
+    );
 });
