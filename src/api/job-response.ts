@@ -62,6 +62,9 @@ const VALUE_SCHEMAS = {
         "The idempotency key it was enqueued with, or null (also once its window passed and the key was reused).",
     }),
   ),
+  progress: Type.Unknown({
+    description: "The latest progress its handler reported (any JSON value, at most 8 KiB), or null.",
+  }),
 } satisfies Record<Exclude<JobField, TimestampField>, TSchema>;
 
 /** The response properties of a job: each table field under its wire name. */
@@ -139,6 +142,7 @@ export function toJobResponse(job: Job): JobResponse {
     worker_id: job.workerId,
     created_at: isoTimestamp(job.createdAt) as string,
     idempotency_key: job.idempotencyKey,
+    progress: job.progress,
   };
   if (job.payloadOmitted) response.payload_omitted = true;
   if (job.resultOmitted) response.result_omitted = true;

@@ -135,6 +135,23 @@ export const JobIdParams = Type.Object(
 );
 export type JobIdParams = Static<typeof JobIdParams>;
 
+/** Query string of GET /jobs/{id}: an optional long-poll. Unknown parameters are rejected with 422. */
+export const GetJobQuerystring = Type.Object(
+  {
+    wait: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: LIMITS.waitSeconds,
+        description:
+          `Long-poll: wait up to this many seconds (0–${LIMITS.waitSeconds}) for the job to reach a final state ` +
+          "(done, dead, cancelled), then answer with the job as it is. Default 0: answer at once.",
+      }),
+    ),
+  },
+  { additionalProperties: false, description: "Unknown parameters are rejected with 422." },
+);
+export type GetJobQuerystring = Static<typeof GetJobQuerystring>;
+
 /** Query string of GET /jobs. Unknown parameters are rejected with 422 (a misspelt filter is not ignored). */
 export const ListJobsQuerystring = Type.Object(
   {

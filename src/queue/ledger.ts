@@ -20,6 +20,7 @@ import {
   retryNow,
 } from "./dead-letters.js";
 import { EnqueueLedger, type LedgerOptions } from "./enqueue.js";
+import { HandlerWriteLedger } from "./handler-writes.js";
 import { type HeldLock, type RelationSize, readHeldLocks, readRelationSizes } from "./inspect.js";
 import { LIMITS } from "./job-shape.js";
 import { lockClassFor } from "./lock-class.js";
@@ -42,6 +43,7 @@ import { reapStaleJobs } from "./sql/finish.js";
 import { cancelJob, getDeadLetter, getJob, listJobs, ping, pruneStats, schemaVersion } from "./sql/read.js";
 import type { DeadLetterJob, Job, ListJobsQuery, QueueMetrics, WorkerInfo } from "./types.js";
 import type { FieldNaming } from "./validate.js";
+import { JobWaits, type JobWaitsOptions, type WaitOptions } from "./waits.js";
 
 export {
   type EnqueuedJob,
@@ -80,15 +82,40 @@ export class Ledger extends EnqueueLedger {
   /** Advisory-lock class of this schema (see lock-class.ts). */
   readonly lockClass: number;
 
+  /** The waits for jobs' outcomes, sharing one LISTEN connection (waits.ts). */
+  private readonly waits: JobWaits;
+
+  /** A running handler's own fenced writes: progress, transactional completion (handler-writes.ts). */
+  readonly handlerWrites: HandlerWriteLedger;
+
   /**
    * @param pool shared pool for reads and autocommit writes.
    * @param schema schema holding the tables (already migrated).
    * @param options backpressure caps (0 or absent: none), the allow-list of job types and the
-   *   idempotency keys' window (see {@link LedgerOptions}).
+   *   idempotency keys' window (see {@link LedgerOptions}); the connect deadline of the waits'
+   *   LISTEN connection (`connectTimeoutSeconds`, default 5).
    */
-  constructor(pool: pg.Pool, schema: string, options?: LedgerOptions) {
+  constructor(pool: pg.Pool, schema: string, options?: LedgerOptions & JobWaitsOptions) {
     super(pool, schema, options);
     this.lockClass = lockClassFor(schema);
+    this.waits = new JobWaits(pool, schema, { connectTimeoutSeconds: options?.connectTimeoutSeconds });
+    this.handlerWrites = new HandlerWriteLedger(pool, schema);
+  }
+
+  /**
+   * Resolves with job `id` once it is done, dead or cancelled (at once if it already is), woken by
+   * LISTEN (see waits.ts); `onProgress` hears each new progress value meanwhile.
+   * @throws {JobValidationError} bad id or `timeoutMs` (1 to 2^31 − 1, default 30,000).
+   * @throws {JobNotFoundError} no such job. @throws {JobWaitTimeoutError} not final within `timeoutMs`
+   *   (its `job` is the job as last read).
+   */
+  waitForJob(id: number, options?: WaitOptions): Promise<Job> {
+    return this.waits.wait(id, options);
+  }
+
+  /** Ends every wait (rejected) and closes their LISTEN connection. Never throws. */
+  closeWaits(): Promise<void> {
+    return this.waits.close();
   }
 
   /** The job with this id, or null. @throws {JobValidationError} if `id` is not a positive integer. */

@@ -62,6 +62,11 @@ export interface Job {
   /** The idempotency key it was enqueued with, or null (also once the key expired and was reused). */
   idempotencyKey: string | null;
   /**
+   * The latest progress its handler reported (`job.progress(value)`, any attempt), or null
+   * (schema version 12).
+   */
+  progress: JsonValue | null;
+  /**
    * Lists only: true when listJobs left the payload out (null) because it is larger than
    * `LIMITS.listValueBytes` (64 KiB); false when it is there. Other reads leave the flag out.
    */

@@ -3,19 +3,20 @@
  * slots, and running one handler (its AbortSignal, its outcome handed to the outcome writer).
  */
 import type { ResolvedConfig } from "../config.js";
-import { HandlerMissingError, JobAbortedError, type JobAbortReason } from "../errors.js";
+import { JobAbortedError, type JobAbortReason } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { HandlerWriteLedger } from "../queue/handler-writes.js";
 import type { ClaimedJob, ClaimRef } from "../queue/lock-session.js";
 import { jsonBytes, MAX_PAYLOAD_BYTES } from "../queue/validate.js";
 import type { WorkerEmitter } from "./events.js";
+import { HandlerContexts, type TxCompletion } from "./handler-context.js";
 import { JobBuffer } from "./job-buffer.js";
 import type { LaneState } from "./lane.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
-import { type HandlerJob, type HandlerRegistry, isSandboxed, type RegisteredHandler } from "./registry.js";
+import type { HandlerRegistry } from "./registry.js";
 import { RetryWakeups } from "./retry-wakeups.js";
 import { RunAloneGate } from "./run-alone.js";
-import { failureOutcome, type HandlerOutcome, resultOutcome } from "./sandbox/outcome.js";
-import { SandboxPool } from "./sandbox/pool.js";
+import type { HandlerOutcome } from "./sandbox/outcome.js";
 import type { SessionSupervisor } from "./session-supervisor.js";
 
 /** A job whose handler runs. */
@@ -30,6 +31,8 @@ export interface RunningJob {
    * session lost, or its claim gone at a heartbeat. Abandoned jobs get no more heartbeats.
    */
   abandoned: false | JobAbortReason;
+  /** The handler's transactional completion (handler-context.ts). */
+  txCompletion: TxCompletion;
 }
 
 /** What the dispatcher reads of its lane. */
@@ -47,8 +50,8 @@ export class Dispatcher {
   private idleWaiters: (() => void)[] = [];
   /** Jobs a claim in flight at stop() brought back: given back at once, part of the stop report. */
   readonly claimedWhileDraining: number[] = [];
-  /** The child processes of sandboxed handlers, forked at the first sandboxed job. */
-  private sandbox: SandboxPool | null = null;
+  /** What handlers may write to their own jobs (handler-context.ts). */
+  private readonly contexts: HandlerContexts;
   /** The worker process's run-alone gate (see run-alone.ts and {@link joinGate}). */
   private gate = new RunAloneGate();
 
@@ -63,8 +66,18 @@ export class Dispatcher {
     public prefetch: number,
     private readonly events: WorkerEmitter,
     private readonly logger: Logger,
+    /** The handlers' own writes (progress, transactional completion) and the lane's worker id. */
+    handlerWrites: { writes: HandlerWriteLedger; workerId: string },
   ) {
     this.gate.join(this);
+    this.contexts = new HandlerContexts({
+      ...handlerWrites,
+      supervisor,
+      writer,
+      events,
+      running: (entry) => this.running.get(entry.job.id) === entry,
+      sandbox: { size: config.workerCount, killGraceMs: config.handlerKillGraceSeconds * 1000, logger },
+    });
   }
 
   /** Handlers currently running. */
@@ -82,9 +95,13 @@ export class Dispatcher {
     return this.claiming;
   }
 
-  /** True while the job's handler runs and its outcome may still be written. */
+  /**
+   * True while the job's handler runs and the worker may still write its outcome (not after a
+   * transactional completion: handler-context.ts).
+   */
   isRunning(id: number): boolean {
-    return this.running.get(id)?.abandoned === false;
+    const entry = this.running.get(id);
+    return entry?.abandoned === false && entry.txCompletion === "none";
   }
 
   /** Asks for a claim as soon as there is room. */
@@ -211,10 +228,12 @@ export class Dispatcher {
       controller,
       startedAt: performance.now(),
       abandoned: false,
+      txCompletion: "none",
     };
     this.running.set(job.id, entry);
     this.writer.markRunning(job);
-    void this.invoke(job, this.registry.get(job.type), controller.signal)
+    void this.contexts
+      .invoke(entry, this.registry.get(job.type), controller.signal)
       .then((outcome) => this.finishJob(entry, outcome))
       .catch((error: unknown) => {
         // finishJob does not throw; should it ever, the process must not die with the other jobs.
@@ -222,42 +241,9 @@ export class Dispatcher {
       });
   }
 
-  /**
-   * Runs the job's handler: in this process, or in a child process of the lane's sandbox pool for
-   * a sandboxed handler. Never throws: a failure (a throw, a result that cannot be stored, a crash
-   * of the handler's process) is `{ error }`.
-   */
-  private async invoke(
-    job: ClaimedJob,
-    handler: RegisteredHandler | undefined,
-    signal: AbortSignal,
-  ): Promise<HandlerOutcome> {
-    const handlerJob: HandlerJob = {
-      id: job.id,
-      type: job.type,
-      payload: job.payload,
-      attempt: job.attempt,
-      maxRetries: job.maxRetries,
-    };
-    try {
-      if (!handler) throw new HandlerMissingError([job.type]);
-      if (isSandboxed(handler)) {
-        this.sandbox ??= new SandboxPool({
-          size: this.config.workerCount,
-          killGraceMs: this.config.handlerKillGraceSeconds * 1000,
-          logger: this.logger,
-        });
-        return await this.sandbox.run(handler, handlerJob, signal);
-      }
-      return resultOutcome(await handler(handlerJob, signal));
-    } catch (error) {
-      return failureOutcome(error);
-    }
-  }
-
   /** Ends the sandboxed handlers' child processes (stop), within the kill grace. Never throws. */
-  async closeSandbox(): Promise<void> {
-    await this.sandbox?.close();
+  closeSandbox(): Promise<void> {
+    return this.contexts.closeSandbox();
   }
 
   private finishJob(entry: RunningJob, outcome: HandlerOutcome): void {
@@ -275,19 +261,30 @@ export class Dispatcher {
       const session = this.supervisor.session;
       if (entry.abandoned === "claim_lost" && current && session)
         this.writer.waitForUnlock(session.releaseLocks([job.id]));
+    } else if (entry.txCompletion !== "none") {
+      this.contexts.settle(entry, outcome, runMs);
     } else if ("json" in outcome) {
       if (jsonBytes(outcome.json) > MAX_PAYLOAD_BYTES)
         this.writer.fail({
           id: job.id,
+          type: job.type,
           attempt: job.attempt,
           error: `handler result is ${jsonBytes(outcome.json)} bytes as JSON; the most a job stores is ${MAX_PAYLOAD_BYTES} (1 MiB)`,
           runMs,
         });
-      else this.writer.complete({ id: job.id, attempt: job.attempt, resultJson: outcome.json, runMs });
+      else
+        this.writer.complete({
+          id: job.id,
+          type: job.type,
+          attempt: job.attempt,
+          resultJson: outcome.json,
+          runMs,
+        });
     } else {
       const { error, permanent } = outcome;
       this.writer.fail({
         id: job.id,
+        type: job.type,
         attempt: job.attempt,
         error,
         runMs,
@@ -302,7 +299,8 @@ export class Dispatcher {
   /** The database no longer shows this worker owning a job it runs: never write its outcome. */
   claimLost(id: number): void {
     const entry = this.running.get(id);
-    if (!entry || entry.abandoned) return;
+    // After a transactional completion the row is the handler's to decide (handler-context.ts).
+    if (!entry || entry.abandoned || entry.txCompletion !== "none") return;
     this.abandon(
       entry,
       "claim_lost",
@@ -321,7 +319,7 @@ export class Dispatcher {
   heldRefs(): ClaimRef[] {
     const held: ClaimRef[] = this.buffer.jobs().map((job) => ({ id: job.id, attempt: job.attempt }));
     for (const r of this.running.values())
-      if (!r.abandoned) held.push({ id: r.job.id, attempt: r.job.attempt });
+      if (!r.abandoned && r.txCompletion === "none") held.push({ id: r.job.id, attempt: r.job.attempt });
     return held;
   }
 

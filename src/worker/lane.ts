@@ -94,6 +94,7 @@ export class Lane {
       options.prefetch,
       events,
       logger,
+      { writes: options.ledger.handlerWrites, workerId: options.id },
     );
   }
 

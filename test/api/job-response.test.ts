@@ -39,6 +39,7 @@ const base: Omit<Job, "runAt" | "claimedAt" | "startedAt" | "heartbeatAt" | "com
   errors: [],
   workerId: null,
   idempotencyKey: null,
+  progress: null,
 };
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
