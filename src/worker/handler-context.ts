@@ -157,9 +157,12 @@ export class HandlerContexts {
     const { job } = entry;
     const { supervisor, writer, events } = this.deps;
     const session = supervisor.session;
-    const unlock = () => {
-      if (session && entry.generation === supervisor.generation)
-        writer.waitForUnlock(session.releaseLocks([job.id]));
+    // The lock goes once the outcome is known to be committed; the event comes after it.
+    const unlock = async () => {
+      if (!session || entry.generation !== supervisor.generation) return;
+      const released = session.releaseLocks([job.id]);
+      writer.waitForUnlock(released);
+      await released.catch(() => undefined);
     };
     const failure = "error" in outcome ? outcome : { error: UNCOMMITTED_COMPLETION, permanent: undefined };
     writer.track(
@@ -182,7 +185,7 @@ export class HandlerContexts {
           });
           return;
         }
-        unlock();
+        await unlock();
         if (standing === "lost") writer.fenced(job.id, "complete", "refused");
         else if (typeof entry.txCompletion === "object")
           events.emit(
