@@ -80,6 +80,8 @@ interface Watched {
   waiters: Set<Waiter>;
   reading: boolean;
   again: boolean;
+  /** The next read must also mark the job watched (its first read, whichever call makes it). */
+  watch: boolean;
 }
 
 /** Where a {@link JobWaits} reads jobs and how it opens its LISTEN connection. */
@@ -148,15 +150,14 @@ export class JobWaits {
       options.signal?.addEventListener("abort", aborted, { once: true });
       timer = setTimeout(() => waiter.reject(new JobWaitTimeoutError(id, timeoutMs, waiter.last)), timeoutMs);
       let watched = this.jobs.get(id);
-      const first = !watched;
       if (!watched) {
-        watched = { waiters: new Set(), reading: false, again: false };
+        watched = { waiters: new Set(), reading: false, again: false, watch: true };
         this.jobs.set(id, watched);
       }
       watched.waiters.add(waiter);
       // LISTEN first, then read (and on a first wait, mark the job watched): see the top of the file.
       this.listen().then(
-        () => this.refresh(id, first),
+        () => this.refresh(id),
         (error: unknown) => waiter.reject(error),
       );
     });
@@ -211,7 +212,7 @@ export class JobWaits {
     client.on("notification", (message) => {
       if (message.channel !== channel) return;
       const id = Number(message.payload);
-      if (this.jobs.has(id)) void this.refresh(id, false);
+      if (this.jobs.has(id)) void this.refresh(id);
     });
     client.on("error", () => this.lost(client));
     client.on("end", () => this.lost(client));
@@ -239,7 +240,7 @@ export class JobWaits {
       if (this.jobs.size === 0) return;
       this.listen().then(
         () => {
-          for (const id of this.jobs.keys()) void this.refresh(id, false);
+          for (const id of this.jobs.keys()) void this.refresh(id);
         },
         () => {
           this.failures++;
@@ -258,10 +259,11 @@ export class JobWaits {
   }
 
   /**
-   * Reads job `id` (marking it watched when `watch`) and settles its waits: resolved in a final
-   * state, rejected if it does not exist, else told of new progress. One read at a time per job.
+   * Reads job `id` (marking it watched on its first read) and settles its waits: resolved in a
+   * final state, rejected if it does not exist, else told of new progress. One read at a time per
+   * job. Called only once the connection listens.
    */
-  private async refresh(id: number, watch: boolean): Promise<void> {
+  private async refresh(id: number): Promise<void> {
     const watched = this.jobs.get(id);
     if (!watched) return;
     if (watched.reading) {
@@ -274,14 +276,14 @@ export class JobWaits {
         watched.again = false;
         let job: Job | null;
         try {
-          const statement = watch ? watchJob(this.schema) : getJob(this.schema);
+          const statement = watched.watch ? watchJob(this.schema) : getJob(this.schema);
           const { rows } = await this.pool.query<Job & pg.QueryResultRow>({ ...statement, values: [id] });
           job = rows[0] ?? null;
         } catch (error) {
           for (const waiter of [...watched.waiters]) waiter.reject(error);
           return;
         }
-        watch = false;
+        watched.watch = false;
         this.settle(watched, id, job);
       } while (watched.again && watched.waiters.size > 0);
     } finally {
