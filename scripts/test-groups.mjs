@@ -27,7 +27,7 @@ export const TEST_GROUPS = {
     entries: ["queue/reaper.test", "worker/links-hung.test"],
   },
   external: {
-    description: "tests that drive installed programs (Prometheus, PgBouncer, a terminal)",
+    description: "tests that drive installed programs (Prometheus, PgBouncer, Chromium, tmux)",
     entries: ["external/"],
   },
 };

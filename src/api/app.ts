@@ -86,7 +86,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
   const app = Fastify({
     bodyLimit,
     // Parses as Fastify's default and notes badly percent-encoded parameters for the check below.
-    routerOptions: { querystringParser: parseQueryString },
+    // Path parameters up to 1,024 characters reach validation (a schedule name may have 200; the
+    // router's default of 100 answered a longer valid one 414 before its schema could judge it).
+    routerOptions: { querystringParser: parseQueryString, maxParamLength: 1024 },
     ...(typeof logger === "object"
       ? { loggerInstance: logger }
       : { logger: logger ? { level: config.logLevel } : false }),

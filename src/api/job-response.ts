@@ -36,6 +36,9 @@ export const AttemptErrorSchema = Type.Object(
     error: Type.Optional(Type.String()),
     worker_id: Type.Optional(nullable(Type.String())),
     failed_at: Type.Optional(Type.String({ description: "When it failed (database clock)." })),
+    permanent: Type.Optional(
+      Type.Literal(true, { description: "Present when the attempt failed permanently: no retry followed." }),
+    ),
   },
   { additionalProperties: true },
 );

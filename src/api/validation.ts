@@ -23,6 +23,7 @@ import { TypeCompiler } from "@sinclair/typebox/compiler";
 import { Value } from "@sinclair/typebox/value";
 import type { FastifySchemaCompiler } from "fastify";
 import { integerRangeMessage, LIMITS, lengthRangeMessage } from "../queue/job-shape.js";
+import { STORABLE_TEXT_PATTERN } from "./schemas.js";
 
 /** A validation error in the shape Fastify and problem.ts expect (a subset of Ajv's). */
 export interface SchemaValidationError {
@@ -123,7 +124,10 @@ function errorAt(root: SchemaFields, input: unknown, path: string, fallback: str
     return {
       ...base,
       keyword: "pattern",
-      message: "must not contain a NUL character (\\u0000) or an unpaired surrogate",
+      message:
+        schema.pattern === STORABLE_TEXT_PATTERN
+          ? "must not contain a NUL character (\\u0000) or an unpaired surrogate"
+          : `must match the pattern ${schema.pattern}`,
     };
   return {
     ...base,

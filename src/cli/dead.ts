@@ -236,7 +236,9 @@ export function registerDeadLetterCommands(program: Command): void {
 
   program
     .command("retry")
-    .description("make jobs due now: pending ones waiting for a backoff or run_at, or dead ones (replayed)")
+    .description(
+      "make jobs due now: pending ones waiting for a backoff or run_at, or dead ones, replayed (needs DATABASE_URL)",
+    )
     .argument("<job_id...>", "jobs' ids", (value: string, ids: number[] = []) => [...ids, jobId(value)])
     .action((ids: number[]) =>
       withQueue("retry", async (queue) => {
@@ -250,7 +252,7 @@ export function registerDeadLetterCommands(program: Command): void {
   program
     .command("prune")
     .description(
-      "one pruning pass now: delete finished jobs past RETAIN_DONE_SECONDS / RETAIN_DEAD_SECONDS (workers also do it)",
+      "one pruning pass now: delete finished jobs past RETAIN_DONE_SECONDS / RETAIN_DEAD_SECONDS (workers also do it; needs DATABASE_URL)",
     )
     .action(() =>
       withQueue("prune", async (queue) => {

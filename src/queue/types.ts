@@ -35,6 +35,8 @@ export interface AttemptError {
   error: string;
   worker_id: string | null;
   failed_at: string;
+  /** Present, and true, when the attempt failed permanently (a `PermanentJobError`): no retry followed. */
+  permanent?: true;
 }
 
 /** A job as the ledger stores it. Timestamps come from the database clock. */

@@ -93,7 +93,15 @@ describe("/schedules", () => {
     ]);
     assertProblem(await put("x", { cron: "* * * * *" }), 422, ["type"]);
     assertProblem(await put("x", { cron: "* * * * *", type: "t", every: 5 }), 422, ["every"]);
-    assertProblem(await put("bad%20name", { cron: "* * * * *", type: "t" }), 422, ["name"]);
+    const badName = assertProblem(await put("bad%20name", { cron: "* * * * *", type: "t" }), 422, ["name"]);
+    // The name's own rule, not the NUL-character message of payload strings.
+    assert.deepEqual(badName.errors, [
+      { field: "name", message: "must match the pattern ^[A-Za-z0-9_.:-]{1,200}$" },
+    ]);
+    // Past the router's default of 100 characters, a name still reaches its schema: 201 up to 200, 422 past.
+    assert.equal((await put("n".repeat(200), { cron: "* * * * *", type: "t" })).statusCode, 201);
+    assertProblem(await put("n".repeat(201), { cron: "* * * * *", type: "t" }), 422, ["name"]);
+    await api.db.ledger.unschedule("n".repeat(200));
     assertProblem(await api.app.inject({ method: "GET", url: "/schedules?limit=0" }), 422, ["limit"]);
     assert.equal((await api.db.ledger.listSchedules()).length, 0);
   });

@@ -37,7 +37,7 @@ it("npm pack holds the queue, API, CLI, tools, dashboard, migrations and the sou
     "dist/src/index.js",
     "dist/src/index.d.ts",
     "dist/src/cli/main.js",
-    "dist/src/cli/inspect.js",
+    "dist/src/cli/inspect/render.js",
     "dist/src/cli/smoke.js",
     "dist/src/api/app.js",
     "dist/src/queue/ledger.js",

@@ -72,7 +72,7 @@ describe("a permanent failure skips the remaining retries", () => {
         assert.equal(job.attempt, 1);
         assert.equal(job.error, error);
         assert.equal(job.errors.length, 1);
-        assert.equal((job.errors[0] as { permanent?: boolean }).permanent, true, "the history marks it");
+        assert.equal(job.errors[0]?.permanent, true, "the history marks it");
         const letter = await db.ledger.getDeadLetter(job.id);
         assert.equal(letter?.attempts, 1);
         assert.equal(letter?.error, error);

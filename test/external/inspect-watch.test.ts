@@ -115,7 +115,7 @@ it("finds the embedded database by itself and fits 80×24 while jobs flow, title
   );
   const ids = slow.map((r) => r.body.id);
   // Enough workers and dead letters to overflow the lists: the screen must cut them.
-  for (let i = 0; i < 12; i++) await post({ type: "always_fail", max_retries: 0, payload: { i } });
+  for (let i = 0; i < 16; i++) await post({ type: "always_fail", max_retries: 0, payload: { i } });
   let n = 0;
   flow = setInterval(() => void post({ type: "echo", payload: { n: n++ } }).catch(() => undefined), 100);
 
@@ -123,7 +123,7 @@ it("finds the embedded database by itself and fits 80×24 while jobs flow, title
     (r) =>
       ids.every((id) => r.some((row) => new RegExp(`^ {2}job ${id} slow running `).test(row))) &&
       r.some((row) => /^depth +.*done [1-9]/.test(row)) &&
-      r.some((row) => /^dead +1[2-9] waiting/.test(row)),
+      r.some((row) => /^dead +1[6-9] waiting/.test(row)),
     "both slow jobs' locks, done jobs and the dead letters",
   );
   if (process.env.TEST_DEBUG) console.error(rows.join("\n"));
@@ -144,7 +144,7 @@ it("finds the embedded database by itself and fits 80×24 while jobs flow, title
   // Each lock names its job and the worker holding it.
   const lock = rows.find((row) => row.startsWith(`  job ${ids[0]} slow running`)) as string;
   assert.match(lock, /· worker \S+ · pid \d+/);
-  // Twelve dead letters do not fit the rows left: the list is cut, and says so.
+  // Sixteen dead letters do not fit the rows left: the list is cut, and says so.
   assert.ok(
     rows.some((row) => /^ {2}… \d+ more$/.test(row)),
     rows.join("\n"),
