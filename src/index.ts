@@ -124,6 +124,7 @@ export {
 export {
   type FencedWrite,
   type FenceReason,
+  type JobCompletedEvent,
   type StopReport,
   Worker,
   type WorkerEvents,
@@ -387,10 +388,7 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
     return worker;
   }
 
-  /**
-   * Stops every worker this queue started (graceful), ends the waits (rejected), then closes the
-   * pool if it owns it.
-   */
+  /** Stops every worker this queue started (graceful), ends the waits, closes the pool if it owns it. */
   async close(): Promise<void> {
     await Promise.all([...this.workers].map((w) => w.stop()));
     await this.ledger.closeWaits();

@@ -138,6 +138,23 @@ describe("waitForJob", () => {
     await eventually(async () => (await connectionsNamed(db, "taskqueue waits")) === 0);
   });
 
+  it("survives the loss of its LISTEN connection: opens it again and reads the job again", async () => {
+    const job = await db.ledger.addJob({ type: "held" });
+    await whenStarted(job.id);
+    const waiting = db.ledger.waitForJob(job.id, { timeoutMs: 20_000 });
+    await waitUntilWatched(db, job.id);
+    const [killed] = await db.sql<{ n: number }>(
+      `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+       WHERE application_name = 'taskqueue waits' AND query = $1`,
+      [`LISTEN "${waitChannel(db.schema)}"`],
+    );
+    assert.equal(killed?.n, 1);
+    held.get(job.id)?.open("after the loss");
+    const done = await waiting;
+    assert.equal(done.status, "done");
+    assert.equal(done.result, "after the loss");
+  });
+
   it("sends no notification for jobs nobody waits for", async () => {
     const listener = new pg.Client({ connectionString: DATABASE_URL });
     await listener.connect();

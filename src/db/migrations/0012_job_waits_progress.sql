@@ -4,8 +4,9 @@
 -- `job.progress(value)`, written by a fenced update (only the claim holder's attempt changes it).
 -- It keeps the last value reported, whichever attempt reported it.
 --
--- `watched` (false until someone waits): set by `waitForJob` (and GET /jobs/{id}?wait=) before it
--- reads the job. Only a watched job's changes send a notification, so the drain of jobs nobody
+-- `watched` (NULL until someone waits, then true): set by `waitForJob` (and GET /jobs/{id}?wait=)
+-- as it reads the job. NULL, not `NOT NULL DEFAULT false`, so that an insert stores nothing more
+-- (both new columns are NULL, in the row's null bitmap) and evaluates no default. Only a watched job's changes send a notification, so the drain of jobs nobody
 -- waits for sends none: the row trigger below is queued only when its WHEN clause holds, which is
 -- evaluated on the updated row and costs no function call otherwise. Once set it stays set.
 --
@@ -21,7 +22,7 @@
 
 ALTER TABLE :SCHEMA.jobs
   ADD COLUMN progress jsonb,
-  ADD COLUMN watched  boolean NOT NULL DEFAULT false;
+  ADD COLUMN watched  boolean;
 
 CREATE FUNCTION :SCHEMA.jobs_notify_watchers() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
