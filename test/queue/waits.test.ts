@@ -200,7 +200,7 @@ describe("waitForJob", () => {
       timeoutMs: 10_000,
       onProgress: (value) => {
         seen.push(value);
-        if (seen.length === 2) second.open();
+        if ((value as { done?: number }).done === 2) second.open();
       },
     });
     await waitUntilWatched(db, job.id);
@@ -210,10 +210,11 @@ describe("waitForJob", () => {
     await second.promise;
     held.get(job.id)?.open("ok");
     const done = await waiting;
-    assert.deepEqual(seen, [
-      { done: 1, of: 2 },
-      { done: 2, of: 2 },
-    ]);
+    // Each new value at most once, in the order written (two writes close together may be read
+    // as one: the waiter reads the row, and reports what it holds then).
+    assert.deepEqual(seen.at(-1), { done: 2, of: 2 });
+    assert.ok(seen.length <= 2);
+    if (seen.length === 2) assert.deepEqual(seen[0], { done: 1, of: 2 });
     assert.deepEqual(done.progress, { done: 2, of: 2 });
     // After the handler returned, its job's writes are refused.
     await assert.rejects(handlerJob.progress({ late: true }), JobClaimLostError);
