@@ -55,7 +55,7 @@ export class HandlerWriteLedger {
   ) {}
 
   /**
-   * Stores `value` as the job's progress (waiters are notified by the row trigger).
+   * Stores `value` as the job's progress (the same statement notifies the job's waiters).
    * @throws {JobValidationError} `progress` not JSON or over `LIMITS.progressBytes` (8 KiB).
    * @throws {JobClaimLostError} the fence refused it: nothing was written.
    */

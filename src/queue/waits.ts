@@ -4,9 +4,10 @@
  *
  * One LISTEN connection per `JobWaits` (one per ledger, so one per `TaskQueue` and one per API),
  * shared by every wait, opened by the first wait and closed when the last one ends. Only jobs
- * someone waits for notify: a wait marks its job `watched` (schema version 12), and the row trigger
- * of migration 0012 sends the job id on {@link waitChannel} when a watched job reaches a final
- * state or its progress changes. The drain of jobs nobody waits for sends nothing.
+ * someone waits for notify: a wait marks its job `watched` (schema version 12), and the statements
+ * that end a job or write its progress send the id of each watched job they change on
+ * {@link waitChannel} (`notifyWatched`, sql/waits.ts). The drain of jobs nobody waits for sends
+ * nothing.
  *
  * The race between a job finishing and its wait starting: the wait LISTENs first, then marks the
  * job watched and reads it in one UPDATE (which waits for a write in flight on the row and returns

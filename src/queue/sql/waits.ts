@@ -9,7 +9,7 @@ const MAX_CHANNEL_BYTES = 63;
 
 /**
  * The channel on which watched jobs of `schema` announce a final state or new progress (payload:
- * the job id), as the trigger of migration 0012 names it: `taskqueue_wait_<schema>`, cut to 63
+ * the job id), as {@link notifyWatched} sends it: `taskqueue_wait_<schema>`, cut to 63
  * bytes (schema names are lower-case ASCII identifiers, one byte a character).
  */
 export const waitChannel = (schema: string): string => `taskqueue_wait_${schema}`.slice(0, MAX_CHANNEL_BYTES);
