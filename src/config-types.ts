@@ -29,6 +29,13 @@ export interface ResolvedConfig {
   apiToken: string | undefined;
   /** Let the API serve without a token on a non-loopback address (`--insecure-no-auth`). Default false. */
   insecureNoAuth: boolean;
+  /**
+   * PEM certificate file (the server's certificate, then any intermediates) the API serves HTTPS
+   * with, together with `tlsKeyFile`; both are read once at start. Default: none, plain HTTP.
+   */
+  tlsCertFile: string | undefined;
+  /** PEM private key file of `tlsCertFile` (unencrypted). Default: none. */
+  tlsKeyFile: string | undefined;
   /** Handlers run at once by one worker process. Default 4. */
   workerCount: number;
   /**

@@ -112,6 +112,9 @@ function parseEnv(schema: PropertySchema, raw: string): unknown {
  * @throws {ConfigError} naming the first bad field.
  */
 export function resolveConfig(options: TaskQueueOptions = {}): ResolvedConfig {
+  // A misspelt option (say `wokerCount` from JavaScript) would silently fall back to its default.
+  for (const key of Object.keys(options))
+    if (!(FIELDS as string[]).includes(key)) throw new ConfigError(key, unknownOptionMessage(key));
   const given: Record<string, unknown> = {};
   for (const field of FIELDS) given[field] = options[field];
   const values = Value.Default(CONFIG_SCHEMA, given) as Record<string, unknown>;
@@ -131,9 +134,34 @@ export function resolveConfig(options: TaskQueueOptions = {}): ResolvedConfig {
       "apiToken",
       `must be at least ${MIN_API_TOKEN_LENGTH} characters (say, \`openssl rand -hex 32\`)`,
     );
+  if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined))
+    throw new ConfigError(
+      config.tlsCertFile === undefined ? "tlsCertFile" : "tlsKeyFile",
+      "must be set together with the other of tlsCertFile and tlsKeyFile (HTTPS needs both)",
+    );
   if (config.databaseUrl !== undefined && !isConnectionString(config.databaseUrl))
     throw new ConfigError("databaseUrl", "must be a postgres:// or postgresql:// URL");
   return config;
+}
+
+/** "is not an option", naming the nearest option when one is a typo away (edit distance ≤ 2). */
+function unknownOptionMessage(key: string): string {
+  const distance = (a: string, b: string): number => {
+    let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      const next = [i];
+      for (let j = 1; j <= b.length; j++)
+        next[j] = Math.min(
+          (row[j] ?? 0) + 1,
+          (next[j - 1] ?? 0) + 1,
+          (row[j - 1] ?? 0) + (a[i - 1]?.toLowerCase() === b[j - 1]?.toLowerCase() ? 0 : 1),
+        );
+      row = next;
+    }
+    return row[b.length] ?? 0;
+  };
+  const nearest = FIELDS.map((field) => ({ field, d: distance(key, field) })).sort((x, y) => x.d - y.d)[0];
+  return nearest && nearest.d <= 2 ? `is not an option; did you mean ${nearest.field}?` : "is not an option";
 }
 
 /** Shortest API token accepted: guessing 16 random characters is out of reach. */
@@ -145,6 +173,8 @@ export const API_ONLY_OPTIONS = [
   "port",
   "apiToken",
   "insecureNoAuth",
+  "tlsCertFile",
+  "tlsKeyFile",
 ] as const satisfies readonly (keyof ResolvedConfig)[];
 
 /**

@@ -106,6 +106,21 @@ describe("configuration", () => {
     );
   });
 
+  it("refuses an option it does not know, naming the nearest one (a typo from JavaScript)", () => {
+    const typo = { databaseUrl: "postgres://h/db", wokerCount: 2 } as unknown as Parameters<
+      typeof resolveConfig
+    >[0];
+    assert.throws(
+      () => resolveConfig(typo),
+      (error) =>
+        error instanceof ConfigError &&
+        error.field === "wokerCount" &&
+        /did you mean workerCount\?/.test(error.message),
+    );
+    const unrelated = { somethingElse: 1 } as unknown as Parameters<typeof resolveConfig>[0];
+    assert.throws(() => resolveConfig(unrelated), /somethingElse.*is not an option$/);
+  });
+
   it("describes every option in one TypeBox schema: its variable, default and a description", () => {
     const defaults = resolveConfig();
     for (const [field, property] of Object.entries(CONFIG_SCHEMA.properties)) {

@@ -45,6 +45,8 @@ export interface BuildAppOptions {
   logger?: boolean | FastifyBaseLogger;
   /** The health of this process's worker, if it runs one: GET /ready reports it (see routes/health.ts). */
   workerHealth?: () => WorkerHealth;
+  /** Serve HTTPS with this certificate (chain) and key, PEM. Default: plain HTTP. */
+  https?: { cert: string | Buffer; key: string | Buffer };
 }
 
 function packageVersion(): string {
@@ -97,6 +99,9 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
     frameworkErrors: (error, request, reply) => {
       sendProblem(reply, problemFor(error, request));
     },
+    // Fastify then builds an https.Server; its typings would make every route and plugin generic
+    // over the server type, for an API whose routes never touch the raw server.
+    ...((options.https ? { https: options.https } : {}) as object),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   if (logger) logRequests(app);

@@ -11,6 +11,7 @@ import { ConfigError, DeadLetterNotFoundError } from "../errors.js";
 import type { DeadLetterBatch, DeadLetterJob, DeadLetterQuery } from "../index.js";
 import { TaskQueue } from "../index.js";
 import { isOffsetDateTime } from "../queue/validate.js";
+import { operatorDatabaseUrl } from "./embedded-state.js";
 import { nonNegativeInteger, positiveInteger } from "./flags.js";
 
 /** A date-time flag: ISO-8601 with a UTC offset, as the API takes it. */
@@ -25,11 +26,14 @@ const dateTime = (flag: string) => (value: string) => {
 /** A job id argument: a positive integer. */
 const jobId = (value: string): number => positiveInteger("job id")(value);
 
-/** Runs `action` with a queue on the database of the environment, closed afterwards. */
+/**
+ * Runs `action` with a queue on the database of the environment (or of a running `npm start` in this
+ * checkout: {@link operatorDatabaseUrl}), closed afterwards.
+ */
 export async function withQueue<T>(command: string, action: (queue: TaskQueue) => Promise<T>): Promise<T> {
   const config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
-  if (!config.databaseUrl) throw new ConfigError("DATABASE_URL", `is required for ${command}`);
-  const queue = new TaskQueue({ ...config, logLevel: "warn" });
+  const databaseUrl = operatorDatabaseUrl(config.databaseUrl, command);
+  const queue = new TaskQueue({ ...config, databaseUrl, logLevel: "warn" });
   try {
     return await action(queue);
   } finally {
@@ -116,7 +120,7 @@ export function registerDeadLetterCommands(program: Command): void {
   const dead = program
     .command("dead")
     .description(
-      "dead letters: jobs that exhausted their retries or failed permanently (needs DATABASE_URL)",
+      "dead letters: jobs that exhausted their retries or failed permanently (DATABASE_URL, or the embedded database of a running npm start here)",
     );
 
   filterFlags(dead.command("list").description("list dead letters, newest death first"), true)
@@ -237,7 +241,7 @@ export function registerDeadLetterCommands(program: Command): void {
   program
     .command("retry")
     .description(
-      "make jobs due now: pending ones waiting for a backoff or run_at, or dead ones, replayed (needs DATABASE_URL)",
+      "make jobs due now: pending ones waiting for a backoff or run_at, or dead ones, replayed (DATABASE_URL, or the embedded database of a running npm start here)",
     )
     .argument("<job_id...>", "jobs' ids", (value: string, ids: number[] = []) => [...ids, jobId(value)])
     .action((ids: number[]) =>
@@ -252,7 +256,7 @@ export function registerDeadLetterCommands(program: Command): void {
   program
     .command("prune")
     .description(
-      "one pruning pass now: delete finished jobs past RETAIN_DONE_SECONDS / RETAIN_DEAD_SECONDS (workers also do it; needs DATABASE_URL)",
+      "one pruning pass now: delete finished jobs past RETAIN_DONE_SECONDS / RETAIN_DEAD_SECONDS (workers also do it; DATABASE_URL, or the embedded database of a running npm start here)",
     )
     .action(() =>
       withQueue("prune", async (queue) => {

@@ -77,3 +77,20 @@ export function findEmbeddedState(directory = process.cwd()): (EmbeddedState & {
     dir = parent;
   }
 }
+
+/**
+ * The database URL an operator command (`inspect`, `dead`, `retry`, `prune`, `schedule`, `migrate`
+ * …) works on: `DATABASE_URL` when set, else the embedded database of a `taskqueue start` running
+ * in this checkout ({@link findEmbeddedState}).
+ * @throws {ConfigError} (field DATABASE_URL) when neither is there, naming `command`.
+ */
+export function operatorDatabaseUrl(configured: string | undefined, command: string): string {
+  if (configured) return configured;
+  const embedded = findEmbeddedState();
+  if (!embedded)
+    throw new ConfigError(
+      "DATABASE_URL",
+      `is required for ${command}, unless a taskqueue start on its embedded PostgreSQL runs in this checkout (${EMBEDDED_STATE_FILE})`,
+    );
+  return embedded.databaseUrl;
+}

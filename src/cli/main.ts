@@ -16,9 +16,11 @@ import { createPool } from "../db/pool.js";
 import { ConfigError, EmbeddedPostgresUnavailableError } from "../errors.js";
 import { TaskQueue } from "../index.js";
 import { migrate } from "../queue/migrate.js";
+import { tlsHint } from "./connection-errors.js";
 import { registerDeadLetterCommands } from "./dead.js";
-import { EMBEDDED_STATE_FILE, findEmbeddedState } from "./embedded-state.js";
+import { operatorDatabaseUrl } from "./embedded-state.js";
 import { port, positiveInteger, positiveNumber } from "./flags.js";
+import { registerHealthCommand } from "./health-command.js";
 import { inspect } from "./inspect/watch.js";
 import { registerScheduleCommands } from "./schedule.js";
 import { runUntilSignal, startService } from "./service.js";
@@ -36,7 +38,7 @@ function envHelp(): string {
   const rows = environmentVariables().map(
     (v) => `  ${v.env.padEnd(28)} ${v.default === undefined ? (DEFAULT_OF[v.env] ?? "") : String(v.default)}`,
   );
-  return `\nEnvironment (variable, default):\n${rows.join("\n")}\n\nDATABASE_URL_FILE and TASKQUEUE_API_TOKEN_FILE name files holding those two (secrets).\n`;
+  return `\nEnvironment (variable, default):\n${rows.join("\n")}\n\nDATABASE_URL_FILE and TASKQUEUE_API_TOKEN_FILE name files holding those two (secrets).\nTASKQUEUE_HEALTH_FILE (or --health-file): the file start, api and worker keep for \`taskqueue health\`.\n`;
 }
 
 /** The version in package.json (three levels above dist/src/cli/, in the repository and in a package). */
@@ -80,6 +82,9 @@ function workerFlags(command: Command): Command {
     );
 }
 
+const HEALTH_FILE_HELP =
+  "keep a health file here for `taskqueue health`: rewritten after each worker heartbeat, removed on stop (overrides TASKQUEUE_HEALTH_FILE)";
+
 const INSECURE_HELP =
   "serve without TASKQUEUE_API_TOKEN on a non-loopback HOST (overrides TASKQUEUE_INSECURE_NO_AUTH); only behind something that authenticates";
 
@@ -101,6 +106,7 @@ interface RoleFlags {
   metricsPort?: number;
   migrate?: boolean;
   insecureNoAuth?: boolean;
+  healthFile?: string;
 }
 
 async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean; allowEmbedded: boolean }) {
@@ -131,6 +137,7 @@ async function runRole(flags: RoleFlags, roles: { api: boolean; worker: boolean;
       .map((t) => t.trim())
       .filter(Boolean),
     handlersModule: flags.handlers,
+    healthFile: flags.healthFile ?? (process.env.TASKQUEUE_HEALTH_FILE || undefined),
   });
   await runUntilSignal(service);
 }
@@ -143,7 +150,8 @@ workerFlags(
     )
     .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port("--port")))
     .option("--insecure-no-auth", INSECURE_HELP)
-    .option("--no-migrate", "do not migrate at start"),
+    .option("--no-migrate", "do not migrate at start")
+    .option("--health-file <path>", HEALTH_FILE_HELP),
 ).action((flags: RoleFlags) => runRole(flags, { api: true, worker: true, allowEmbedded: true }));
 
 program
@@ -152,22 +160,25 @@ program
   .addOption(new Option("-p, --port <n>", "HTTP port (overrides PORT)").argParser(port("--port")))
   .option("--insecure-no-auth", INSECURE_HELP)
   .option("--no-migrate", "do not migrate at start")
+  .option("--health-file <path>", HEALTH_FILE_HELP)
   .action((flags: RoleFlags) => runRole(flags, { api: true, worker: false, allowEmbedded: false }));
 
 workerFlags(
   program
     .command("worker")
     .description("a worker process: claims and runs jobs (needs DATABASE_URL); run as many as you like")
-    .option("--no-migrate", "do not migrate at start"),
+    .option("--no-migrate", "do not migrate at start")
+    .option("--health-file <path>", HEALTH_FILE_HELP),
 ).action((flags: RoleFlags) => runRole(flags, { api: false, worker: true, allowEmbedded: false }));
 
 program
   .command("migrate")
-  .description("create or upgrade the schema (needs DATABASE_URL); safe to run concurrently")
+  .description(
+    "create or upgrade the schema (DATABASE_URL, or the embedded database of a running npm start here); safe to run concurrently",
+  )
   .action(async () => {
     const config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
-    if (!config.databaseUrl) throw new ConfigError("DATABASE_URL", "is required for migrate");
-    const pool = createPool({ connectionString: config.databaseUrl, max: 1 });
+    const pool = createPool({ connectionString: operatorDatabaseUrl(config.databaseUrl, "migrate"), max: 1 });
     try {
       const result = await migrate(pool, config);
       console.log(
@@ -190,16 +201,8 @@ program
     "redraw every few seconds (default 2), fitted to the terminal, until Ctrl-C",
   )
   .action(async (flags: { watch?: string | boolean }) => {
-    let config = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
-    if (!config.databaseUrl) {
-      const embedded = findEmbeddedState();
-      if (!embedded)
-        throw new ConfigError(
-          "DATABASE_URL",
-          `is required for inspect, unless a taskqueue start on its embedded PostgreSQL runs in this checkout (${EMBEDDED_STATE_FILE})`,
-        );
-      config = { ...config, databaseUrl: embedded.databaseUrl };
-    }
+    const env = configFromEnv(process.env, {}, API_ONLY_OPTIONS);
+    const config = { ...env, databaseUrl: operatorDatabaseUrl(env.databaseUrl, "inspect") };
     const seconds = flags.watch === undefined ? null : flags.watch === true ? 2 : Number(flags.watch);
     if (seconds !== null && !(seconds > 0))
       throw new ConfigError("--watch", "must be a positive number of seconds");
@@ -215,6 +218,7 @@ program
   });
 
 registerDeadLetterCommands(program);
+registerHealthCommand(program);
 registerScheduleCommands(program);
 
 program
@@ -239,6 +243,6 @@ program.parseAsync(process.argv).catch((error: unknown) => {
     console.error(`taskqueue: configuration error: ${error.message}`);
     process.exit(2);
   }
-  console.error("taskqueue:", error instanceof Error ? error.message : error);
+  console.error("taskqueue:", tlsHint(error) ?? (error instanceof Error ? error.message : error));
   process.exit(1);
 });

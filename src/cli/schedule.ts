@@ -37,7 +37,9 @@ interface AddFlags {
 export function registerScheduleCommands(program: Command): void {
   const schedule = program
     .command("schedule")
-    .description("cron schedules: each tick enqueues one job, however many workers run (needs DATABASE_URL)");
+    .description(
+      "cron schedules: each tick enqueues one job, however many workers run (DATABASE_URL, or the embedded database of a running npm start here)",
+    );
 
   schedule
     .command("add <name> <cron>")

@@ -2,7 +2,9 @@
  * The service roles the CLI runs, composed from the public library (src/index.ts) and the API.
  * The CLI owns OS signals; the library never installs handlers.
  */
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { createSecureContext } from "node:tls";
 import { pathToFileURL } from "node:url";
 import type { FastifyInstance } from "fastify";
 import type pg from "pg";
@@ -20,6 +22,7 @@ import { assertSessionPooling } from "../queue/pooling.js";
 import type { HandlerRegistry, RegisteredHandler, SandboxedHandlerSpec } from "../worker/registry.js";
 import type { Worker } from "../worker/worker.js";
 import { EMBEDDED_STATE_FILE, writeEmbeddedState } from "./embedded-state.js";
+import { HealthFile, loopbackHealthUrl } from "./health.js";
 
 /** Where `npm start` keeps the embedded database's data, relative to the working directory. */
 export const EMBEDDED_DATA_DIR = ".taskqueue/pgdata";
@@ -40,6 +43,11 @@ export interface ServiceOptions {
    * relative `module` is resolved against the handlers module).
    */
   handlersModule?: string;
+  /**
+   * Keep a health file here for `taskqueue health` (health.ts): written once everything started,
+   * rewritten after each heartbeat of the worker, removed on stop. Default: none.
+   */
+  healthFile?: string;
 }
 
 /** A running service. */
@@ -108,10 +116,42 @@ function withModuleResolved(
   return { ...handler, module: new URL(module, baseUrl) };
 }
 
+/**
+ * The API's certificate and key (`TLS_CERT_FILE`, `TLS_KEY_FILE`), checked to form a TLS context;
+ * undefined without them.
+ * @throws {ConfigError} naming the variable whose file cannot be read, or TLS_CERT_FILE when the
+ * pair is not a certificate and its key.
+ */
+function readTlsFiles(config: ResolvedConfig): { cert: Buffer; key: Buffer } | undefined {
+  if (config.tlsCertFile === undefined || config.tlsKeyFile === undefined) return undefined;
+  const read = (variable: string, path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (error) {
+      throw new ConfigError(variable, `cannot read ${path}: ${(error as Error).message}`);
+    }
+  };
+  const pair = {
+    cert: read("TLS_CERT_FILE", config.tlsCertFile),
+    key: read("TLS_KEY_FILE", config.tlsKeyFile),
+  };
+  try {
+    createSecureContext(pair);
+  } catch (error) {
+    throw new ConfigError(
+      "TLS_CERT_FILE",
+      `${config.tlsCertFile} and TLS_KEY_FILE ${config.tlsKeyFile} are not a PEM certificate and its key: ${(error as Error).message}`,
+    );
+  }
+  return pair;
+}
+
 /** Starts the requested roles. @throws {ConfigError} on bad configuration. */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   // No token on a reachable address is refused before anything starts.
   if (options.api) assertSafeBind(options.config);
+  // The certificate too: a typo in a path fails before the database is touched.
+  const https = options.api ? readTlsFiles(options.config) : undefined;
   const logger = createLogger(options.config.logLevel, "taskqueue", options.config.logFormat);
   let embedded: EmbeddedDatabase | null = null;
   /** Removes the embedded database's state file (embedded-state.ts); set once it is written. */
@@ -140,7 +180,15 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let worker: Worker | null = null;
   let url: string | null = null;
   let apiPool: pg.Pool | null = null;
+  const health = options.healthFile
+    ? new HealthFile(
+        options.healthFile,
+        { apiHealthUrl: null, worker: options.worker, staleThresholdSeconds: config.staleThresholdSeconds },
+        logger,
+      )
+    : null;
   const stopAll = async () => {
+    await health?.remove();
     await app?.close().catch((error: unknown) => logger.warn({ err: error }, "API close failed"));
     await apiPool?.end().catch(() => undefined);
     await worker?.stop();
@@ -167,6 +215,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       const unknown = (options.types ?? []).filter((t) => !queue.registry.get(t));
       if (unknown.length) throw new ConfigError("--types", `no handler for ${unknown.join(", ")}`);
       worker = await queue.startWorker({ types: options.types });
+      const started = worker;
+      // Healthy while every lock session is open and heartbeats get through.
+      started.on("worker:heartbeat", () => {
+        const state = started.health();
+        if (state.state === "running" && state.lockSessions.every((session) => session.state === "open"))
+          health?.touch();
+      });
     }
     if (options.api) {
       // The API has a pool of its own, so handlers that exhaust the queue's pool (addJob without
@@ -184,10 +239,21 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         config: queue.config,
         logger,
         workerHealth,
+        https,
       });
       url = await app.listen({ host: config.host, port: config.port });
       logger.info({ url, docs: `${url}/docs` }, "API listening");
+      const address = app.server.address();
+      if (health && address && typeof address === "object")
+        await health.write({
+          apiHealthUrl: loopbackHealthUrl(
+            address.address,
+            address.port,
+            config.tlsCertFile ? "https" : "http",
+          ),
+        });
     }
+    if (health && !options.api) await health.write();
   } catch (error) {
     await stopAll();
     throw error;

@@ -72,6 +72,12 @@ export function completedEvent(c: {
 /** Events a worker emits; tests and metrics subscribe instead of polling. */
 export interface WorkerEvents {
   "worker:started": [{ workerId: string }];
+  /**
+   * A lane's heartbeat was written (its worker row and held jobs touched), every
+   * `heartbeatIntervalSeconds`; `laneId` is the lane's worker id. `taskqueue worker` touches its
+   * health file on it.
+   */
+  "worker:heartbeat": [{ laneId: string }];
   /** A claim took these jobs; their handlers start from here on. */
   "job:claimed": [{ jobs: ClaimedJob[] }];
   /** A completion was written (by the worker, or committed by the handler's own transaction). */

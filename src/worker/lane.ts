@@ -310,6 +310,7 @@ export class Lane {
       const alive = await session.heartbeat(this.options.identity, this.writer.fencedWrites, held);
       for (const ref of held)
         if (!alive.has(ref.id) && this.dispatcher.has(ref.id)) this.dispatcher.claimLost(ref.id);
+      this.options.events.emit("worker:heartbeat", { laneId: this.options.id });
     } catch (error) {
       if (!session.isLost) this.supervisor.log.log("warn", { err: error }, "heartbeat failed");
     }

@@ -4,11 +4,15 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
+import { writeEmbeddedState } from "../../src/cli/embedded-state.js";
 import { createTestDb, type TestDb, type TestLockSession } from "../helpers/db.js";
 import { killJobs } from "../helpers/dead.js";
-import { CLI, cliEnv } from "../helpers/process.js";
+import { CLI, cliEnv, failingCli, runCli } from "../helpers/process.js";
 
 const run = promisify(execFile);
 let db: TestDb;
@@ -21,22 +25,9 @@ after(async () => {
   await db.drop();
 });
 
-/** Runs the CLI with `args` on the test schema; resolves with stdout, rejects with the exit code. */
-async function cli(args: string[], env: Record<string, string> = {}): Promise<string> {
-  const { stdout } = await run(process.execPath, [CLI, ...args], { env: cliEnv(db, env) });
-  return stdout;
-}
-
-/** The exit code and stderr of a CLI run that fails. */
-async function failing(args: string[]): Promise<{ code: number; stderr: string }> {
-  try {
-    await cli(args);
-  } catch (error) {
-    const { code, stderr } = error as { code: number; stderr: string };
-    return { code, stderr };
-  }
-  throw new Error(`taskqueue ${args.join(" ")} succeeded`);
-}
+/** The CLI on this file's schema (test/helpers/process.ts). */
+const cli = (args: string[], env: Record<string, string> = {}) => runCli(db, args, env);
+const failing = (args: string[]) => failingCli(db, args);
 
 describe("taskqueue dead", () => {
   it("list shows entries with their state; --json prints them whole; show prints one", async () => {
@@ -120,6 +111,41 @@ describe("taskqueue retry and prune", () => {
       assert.equal(left?.n, 0);
     } finally {
       await fresh.drop();
+    }
+  });
+});
+
+describe("operator commands without DATABASE_URL", () => {
+  it("use the embedded database of a running start in the checkout, and name it when there is none", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "tq-cli-embedded-"));
+    const env = cliEnv(db);
+    delete env.DATABASE_URL;
+    try {
+      const none = await run(process.execPath, [resolve(CLI), "dead", "list"], { env, cwd: dir }).then(
+        () => null,
+        (error: { code: number; stderr: string }) => error,
+      );
+      assert.equal(none?.code, 2);
+      assert.match(none?.stderr ?? "", /DATABASE_URL.*is required for dead.*\.taskqueue\/embedded\.json/);
+      // The state file a `taskqueue start` writes, naming this (live) process.
+      const remove = writeEmbeddedState({ databaseUrl: String(db.config.databaseUrl), port: 5432 }, dir);
+      try {
+        const job = await db.ledger.addJob({ type: "cli_embedded", runAt: new Date(Date.now() + 3_600_000) });
+        const { stdout } = await run(process.execPath, [resolve(CLI), "retry", String(job.id)], {
+          env,
+          cwd: dir,
+        });
+        assert.match(stdout, new RegExp(`${job.id}`));
+        const [row] = await db.sql<{ due: boolean }>(
+          "SELECT run_at <= now() AS due FROM jobs WHERE id = $1",
+          [job.id],
+        );
+        assert.equal(row?.due, true, "retry ran on the embedded state's database");
+      } finally {
+        remove();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

@@ -4,13 +4,10 @@
  * the field and writes nothing; remove deletes it, and a second remove exits 1.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { after, before, describe, it } from "node:test";
-import { promisify } from "node:util";
 import { createTestDb, type TestDb } from "../helpers/db.js";
-import { CLI, cliEnv } from "../helpers/process.js";
+import { failingCli, runCli } from "../helpers/process.js";
 
-const run = promisify(execFile);
 let db: TestDb;
 before(async () => {
   db = await createTestDb();
@@ -19,20 +16,9 @@ after(async () => {
   await db.drop();
 });
 
-async function cli(args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [CLI, ...args], { env: cliEnv(db) });
-  return stdout;
-}
-
-async function failing(args: string[]): Promise<{ code: number; stderr: string }> {
-  try {
-    await cli(args);
-  } catch (error) {
-    const { code, stderr } = error as { code: number; stderr: string };
-    return { code, stderr };
-  }
-  throw new Error(`taskqueue ${args.join(" ")} succeeded`);
-}
+/** The CLI on this file's schema (test/helpers/process.ts). */
+const cli = (args: string[], env: Record<string, string> = {}) => runCli(db, args, env);
+const failing = (args: string[]) => failingCli(db, args);
 
 describe("taskqueue schedule", () => {
   it("add stores the schedule; list and show print it; remove deletes it", async () => {

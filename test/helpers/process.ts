@@ -1,7 +1,8 @@
 /** Runs the real `taskqueue` CLI as a child process against a test schema. */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { promisify } from "node:util";
 import type { TestDb } from "./db.js";
 
 export const CLI = "dist/src/cli/main.js";
@@ -128,4 +129,21 @@ export async function until(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(25);
   }
+}
+
+/** Runs the CLI to its end with `args` on `db`'s schema (cliEnv plus `env`); resolves with stdout, rejects on a non-zero exit. */
+export async function runCli(db: TestDb, args: string[], env: Record<string, string> = {}): Promise<string> {
+  const { stdout } = await promisify(execFile)(process.execPath, [CLI, ...args], { env: cliEnv(db, env) });
+  return stdout;
+}
+
+/** The exit code and stderr of a CLI run on `db` that must fail. @throws when it succeeds. */
+export async function failingCli(db: TestDb, args: string[]): Promise<{ code: number; stderr: string }> {
+  try {
+    await runCli(db, args);
+  } catch (error) {
+    const { code, stderr } = error as { code: number; stderr: string };
+    return { code, stderr };
+  }
+  throw new Error(`taskqueue ${args.join(" ")} succeeded`);
 }
