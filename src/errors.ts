@@ -2,18 +2,10 @@
  * Typed errors. Every error taskqueue throws on purpose is a {@link TaskQueueError} with a stable
  * `code` string, so callers branch on `code` rather than on message text.
  */
+import { TaskQueueError } from "./error-base.js";
 
-/** Base class of every error taskqueue throws on purpose. */
-export class TaskQueueError extends Error {
-  /** Stable, machine-readable code, e.g. `"config_invalid"`. */
-  readonly code: string;
-
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = new.target.name;
-    this.code = code;
-  }
-}
+export { TaskQueueError } from "./error-base.js";
+export * from "./handler-errors.js";
 
 /** A configuration value (environment variable or option field) is missing or malformed. */
 export class ConfigError extends TaskQueueError {
@@ -213,73 +205,6 @@ export class BatchTooLargeError extends TaskQueueError {
   ) {
     super("batch_too_large", `at most ${max} jobs per batch, got ${size}`);
   }
-}
-
-/**
- * Why a running job's `AbortSignal` fired (its `signal.reason`):
- * - `shutdown`: the worker stopped and the grace period ran out; the job is given back to pending;
- * - `session_lost`: the worker's lock session died, so it can no longer prove it owns the job; the
- *   reaper gives the job to another worker;
- * - `claim_lost`: the database no longer shows this worker owning the job (its heartbeat or running
- *   mark was refused by the fence); nothing the handler returns is written;
- * - `cancelled`: someone cancelled the job (`POST /jobs/{id}/cancel`, `queue.cancelJob`); it is
- *   already `cancelled` in the database and nothing the handler returns is written
- *   ({@link JobCancelledError});
- * - `timeout`: the attempt ran past its `timeout_seconds`; the attempt fails with an error saying
- *   so and follows the retry policy ({@link JobTimeoutError}).
- */
-export type JobAbortReason = "shutdown" | "session_lost" | "claim_lost" | "cancelled" | "timeout";
-
-/** The `reason` of an aborted handler's `AbortSignal`. Handlers may check `reason` to tell why. */
-export class JobAbortedError extends TaskQueueError {
-  constructor(
-    readonly reason: JobAbortReason,
-    readonly jobId: number,
-    message: string,
-  ) {
-    super("job_aborted", message);
-  }
-}
-
-/**
- * The `reason` of the `AbortSignal` of a handler whose job was cancelled while it ran: the job is
- * `cancelled` in the database already, and whatever the handler returns is refused.
- */
-export class JobCancelledError extends JobAbortedError {
-  constructor(jobId: number, message = `job ${jobId} was cancelled`) {
-    super("cancelled", jobId, message);
-  }
-}
-
-/**
- * The `reason` of the `AbortSignal` of a handler that ran past its job's `timeout_seconds` (or the
- * worker's `JOB_TIMEOUT_SECONDS`): the attempt fails with this message and is retried as any
- * failure (or dead-lettered when no retry is left).
- */
-export class JobTimeoutError extends JobAbortedError {
-  constructor(
-    jobId: number,
-    /** The bound that was exceeded, seconds. */
-    readonly timeoutSeconds: number,
-    message = `job ${jobId} timed out: its attempt ran longer than ${timeoutSeconds} s (timeout_seconds)`,
-  ) {
-    super("timeout", jobId, message);
-  }
-}
-
-/**
- * The typed abort reason for `reason` (a {@link JobCancelledError} or {@link JobTimeoutError} where
- * one exists), e.g. to rebuild a reason that crossed a process boundary (sandboxed handlers).
- */
-export function jobAbortError(
-  reason: JobAbortReason,
-  jobId: number,
-  message: string,
-  timeoutSeconds = 0,
-): JobAbortedError {
-  if (reason === "cancelled") return new JobCancelledError(jobId, message);
-  if (reason === "timeout") return new JobTimeoutError(jobId, timeoutSeconds, message);
-  return new JobAbortedError(reason, jobId, message);
 }
 
 /**

@@ -39,6 +39,7 @@ import { type PoolingProbe, resolvePooling } from "./queue/pooling.js";
 import type { PruneReport } from "./queue/retention.js";
 import type { Schedule, ScheduleOptions } from "./queue/schedules.js";
 import type { DeadLetterJob, Job, JobSpec, ListJobsQuery, QueueMetrics } from "./queue/types.js";
+import type { WaitOptions } from "./queue/waits.js";
 import type { JobCatalog } from "./typed/catalog.js";
 import type { JobMap, JobTypeName, TypedJobSpec, TypedRegisteredHandler, UntypedJobs } from "./typed/map.js";
 import { registerBuiltinHandlers } from "./worker/handlers/index.js";
@@ -64,6 +65,7 @@ export {
   JobAbortedError,
   type JobAbortReason,
   JobCancelledError,
+  JobClaimLostError,
   JobNotFoundError,
   JobStateConflictError,
   JobTimeoutError,
@@ -113,6 +115,7 @@ export type {
   ListJobsQuery,
   QueueMetrics,
 } from "./queue/types.js";
+export { FINAL_STATUSES, JobWaitTimeoutError, type WaitOptions } from "./queue/waits.js";
 export * from "./typed/index.js";
 export { builtinHandlers, registerBuiltinHandlers } from "./worker/handlers/index.js";
 export {
@@ -127,6 +130,7 @@ export {
 export {
   type FencedWrite,
   type FenceReason,
+  type JobCompletedEvent,
   type StopReport,
   Worker,
   type WorkerEvents,
@@ -251,6 +255,11 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
 
   getJob(id: number): Promise<Job | null> {
     return this.ledger.getJob(id);
+  }
+
+  /** See {@link Ledger.waitForJob}: the job once done, dead or cancelled (LISTEN, not a poll). */
+  waitForJob(id: number, options?: WaitOptions): Promise<Job> {
+    return this.ledger.waitForJob(id, options);
   }
 
   listJobs(query?: ListJobsQuery): Promise<Job[]> {
@@ -385,9 +394,10 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
     return worker;
   }
 
-  /** Stops every worker this queue started (graceful), then closes the pool if it owns it. */
+  /** Stops every worker this queue started (graceful), ends the waits, closes the pool if it owns it. */
   async close(): Promise<void> {
     await Promise.all([...this.workers].map((w) => w.stop()));
+    await this.ledger.closeWaits();
     if (this.ownsPool) await this.pool.end();
   }
 }

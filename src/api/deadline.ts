@@ -22,6 +22,12 @@ export function withDeadline<T>(promise: Promise<T>, timeoutMs: number, what: st
 }
 
 /**
+ * Methods with a bound of their own, longer than `apiTimeoutSeconds` on purpose: a long-poll
+ * (GET /jobs/{id}?wait=, at most `LIMITS.waitSeconds`; its reads go through the pool's deadlines).
+ */
+const OWN_BOUND: ReadonlySet<string | symbol> = new Set(["waitForJob"]);
+
+/**
  * A view of `ledger` whose promise-returning methods are each bounded by `timeoutMs`
  * ({@link withDeadline}); everything else (properties, synchronous methods) is the ledger's own.
  */
@@ -30,6 +36,7 @@ export function boundedLedger(ledger: Ledger, timeoutMs: number): Ledger {
     get(target, property) {
       const value: unknown = Reflect.get(target, property, target);
       if (typeof value !== "function") return value;
+      if (OWN_BOUND.has(property)) return value.bind(target);
       return (...args: unknown[]) => {
         const result: unknown = (value as (...a: unknown[]) => unknown).apply(target, args);
         return result instanceof Promise ? withDeadline(result, timeoutMs, "apiTimeoutSeconds") : result;

@@ -72,6 +72,9 @@ const VALUE_SCHEMAS = {
       description: "Bound of one attempt's run time, seconds, as enqueued; null: the worker's default.",
     }),
   ),
+  progress: Type.Unknown({
+    description: "The latest progress its handler reported (any JSON value, at most 8 KiB), or null.",
+  }),
 } satisfies Record<Exclude<JobField, TimestampField>, TSchema>;
 
 /** The response properties of a job: each table field under its wire name. */
@@ -150,6 +153,7 @@ export function toJobResponse(job: Job): JobResponse {
     created_at: isoTimestamp(job.createdAt) as string,
     idempotency_key: job.idempotencyKey,
     timeout_seconds: job.timeoutSeconds,
+    progress: job.progress,
   };
   if (job.payloadOmitted) response.payload_omitted = true;
   if (job.resultOmitted) response.result_omitted = true;

@@ -8,8 +8,7 @@
  */
 import { type Static, Type } from "@sinclair/typebox";
 import { integerRangeMessage, LIMITS, wireName } from "../queue/job-shape.js";
-import { JOB_STATUSES } from "../queue/types.js";
-import { JobResponse, JobStatusSchema, nullable } from "./job-response.js";
+import { JobResponse, JobStatusSchema } from "./job-response.js";
 import { OffsetDateTime, StringEnum as StringEnumOf } from "./kinds.js";
 
 export {
@@ -21,6 +20,7 @@ export {
 } from "./dead-letter-response.js";
 export { AttemptErrorSchema, JobResponse, JobStatusSchema, toJobResponse } from "./job-response.js";
 export { StringEnum } from "./kinds.js";
+export { MetricsResponse } from "./metrics-response.js";
 
 /** Largest job id the API accepts: ids are JavaScript numbers, exact up to 2^53 − 1. */
 export const MAX_JOB_ID = Number.MAX_SAFE_INTEGER;
@@ -146,6 +146,23 @@ export const JobIdParams = Type.Object(
 );
 export type JobIdParams = Static<typeof JobIdParams>;
 
+/** Query string of GET /jobs/{id}: an optional long-poll. Unknown parameters are rejected with 422. */
+export const GetJobQuerystring = Type.Object(
+  {
+    wait: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: LIMITS.waitSeconds,
+        description:
+          `Long-poll: wait up to this many seconds (0–${LIMITS.waitSeconds}) for the job to reach a final state ` +
+          "(done, dead, cancelled), then answer with the job as it is. Default 0: answer at once.",
+      }),
+    ),
+  },
+  { additionalProperties: false, description: "Unknown parameters are rejected with 422." },
+);
+export type GetJobQuerystring = Static<typeof GetJobQuerystring>;
+
 /** Query string of GET /jobs. Unknown parameters are rejected with 422 (a misspelt filter is not ignored). */
 export const ListJobsQuerystring = Type.Object(
   {
@@ -210,64 +227,6 @@ export const JobListResponse = Type.Object({
   limit: Type.Integer(),
   offset: Type.Integer(),
 });
-
-/** Response of GET /metrics. Rates cover the trailing `window_seconds`. */
-export const MetricsResponse = Type.Object({
-  queue_depth: Type.Object(
-    Object.fromEntries(JOB_STATUSES.map((status) => [status, Type.Integer({ minimum: 0 })])) as Record<
-      (typeof JOB_STATUSES)[number],
-      ReturnType<typeof Type.Integer>
-    >,
-    { description: "Jobs per status, every worker process on every host." },
-  ),
-  active_workers: Type.Integer({
-    description: "Worker lock sessions (one per worker process, or per lane) with a fresh heartbeat.",
-  }),
-  jobs_per_second: Type.Number({ description: "Jobs completed per second over the trailing window." }),
-  error_rate: Type.Number({
-    description: "Failed attempts / finished attempts over the window (0 when none).",
-  }),
-  average_execution_seconds: nullable(
-    Type.Number({ description: "Mean execution time of jobs completed in the window; null when none." }),
-  ),
-  execution_seconds: Type.Object(
-    {
-      p50: nullable(Type.Number()),
-      p90: nullable(Type.Number()),
-      p99: nullable(Type.Number()),
-      samples: Type.Integer({ description: "Jobs completed in the window, which the quantiles describe." }),
-    },
-    {
-      description:
-        "Execution-time quantiles of the jobs completed in the trailing window, seconds, estimated from a " +
-        "histogram with eight bins per doubling (within 9 %; exact when a bin's jobs took the same time).",
-    },
-  ),
-  dead_letter_count: Type.Integer({
-    description: "Dead-letter entries whose job waits dead (not replayed since it died).",
-  }),
-  fenced_writes: Type.Integer({
-    description: "Late writes refused by the claim fence, summed over live workers.",
-  }),
-  window_seconds: Type.Number({ description: "Length of the trailing window of the rates." }),
-  paused_types: Type.Array(
-    Type.Object({ type: Type.String(), paused_at: Type.String({ format: "date-time" }) }),
-    { description: "Paused types (no worker claims their jobs), in type order (POST /types/{type}/pause)." },
-  ),
-  unhandled_types: Type.Array(
-    Type.Object({
-      type: Type.String(),
-      pending: Type.Integer({ description: "Pending jobs of the type." }),
-      oldest_pending_age_seconds: nullable(
-        Type.Number({
-          description: "Seconds since the oldest due pending job became due; null when none is due.",
-        }),
-      ),
-    }),
-    { description: "Types with pending jobs that no live worker claims: nobody will run them." },
-  ),
-});
-export type MetricsResponse = Static<typeof MetricsResponse>;
 
 /** Response of GET /health. */
 export const HealthResponse = Type.Object({ status: Type.Literal("ok") });

@@ -35,6 +35,10 @@ export const LIMITS = {
   jsonDepth: 1000,
   /** Payloads and results larger than this (bytes of JSON text) are left out of job lists: 64 KiB. */
   listValueBytes: 64 * 1024,
+  /** Largest progress value a handler reports (`job.progress`), bytes of UTF-8 JSON text: 8 KiB. */
+  progressBytes: 8 * 1024,
+  /** Longest wait of GET /jobs/{id}?wait=, seconds. */
+  waitSeconds: 30,
   /** Most field problems one error (and one 422 answer) lists: enough for every field of a large bad batch. */
   fieldProblems: 1000,
 } as const;
@@ -136,15 +140,24 @@ export const JOB_FIELDS = [
     timestamp: false,
     nullable: true,
   },
+  {
+    column: "progress",
+    field: "progress",
+    wire: "progress",
+    timestamp: false,
+    nullable: true,
+    initial: null,
+  },
 ] as const satisfies readonly JobFieldDefinition[];
 
 /**
  * Columns of `jobs` that are no field of a {@link Job}: the ledger's own bookkeeping, never read
  * into a job nor sent. `run_alone` (schema version 5): the job was reclaimed from a lost worker
  * process and runs alone (DESIGN.md §6). `idempotency_fingerprint` (schema version 6): a hash of
- * the body enqueued under the job's idempotency key (idempotency.ts).
+ * the body enqueued under the job's idempotency key (idempotency.ts). `watched` (schema version
+ * 12): someone waits for the job, so its changes notify (waits.ts).
  */
-export const INTERNAL_JOB_COLUMNS = ["run_alone", "idempotency_fingerprint"] as const;
+export const INTERNAL_JOB_COLUMNS = ["run_alone", "idempotency_fingerprint", "watched"] as const;
 
 type JobFieldRow = (typeof JOB_FIELDS)[number];
 
@@ -288,5 +301,6 @@ export function newJob(decided: Pick<Job, DecidedField>): Job {
     createdAt: decided.createdAt,
     idempotencyKey: decided.idempotencyKey,
     timeoutSeconds: decided.timeoutSeconds,
+    progress: null,
   };
 }

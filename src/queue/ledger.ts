@@ -5,21 +5,9 @@
 import type pg from "pg";
 import { cancelOne, readCancelled } from "./cancel.js";
 import { checkJobId, checkListQuery } from "./checks.js";
-import {
-  type DeadLetterBatch,
-  type DeadLetterFilter,
-  type DeadLetterQuery,
-  discardBatch,
-  discardOne,
-  type ListDeadLettersQuery,
-  listDeadLetters,
-  type ReplayOutcome,
-  type RetryOutcome,
-  replayBatch,
-  replayOne,
-  retryNow,
-} from "./dead-letters.js";
-import { EnqueueLedger, type LedgerOptions } from "./enqueue.js";
+import { DeadLetterLedger } from "./dead-letter-ledger.js";
+import type { LedgerOptions } from "./enqueue.js";
+import { HandlerWriteLedger } from "./handler-writes.js";
 import { type HeldLock, type RelationSize, readHeldLocks, readRelationSizes } from "./inspect.js";
 import { LIMITS } from "./job-shape.js";
 import { pauseJobType, readTypeStates, resumeJobType, type TypePause, type TypeState } from "./job-types.js";
@@ -40,10 +28,12 @@ import {
 } from "./schedules.js";
 import { heldJobLocks } from "./sql/claim.js";
 import { reapStaleJobs } from "./sql/finish.js";
-import { getDeadLetter, getJob, listJobs, ping, pruneStats, schemaVersion } from "./sql/read.js";
-import type { DeadLetterJob, Job, ListJobsQuery, QueueMetrics, WorkerInfo } from "./types.js";
+import { getJob, listJobs, ping, pruneStats, schemaVersion } from "./sql/read.js";
+import type { Job, ListJobsQuery, QueueMetrics, WorkerInfo } from "./types.js";
 import type { FieldNaming } from "./validate.js";
+import { JobWaits, type JobWaitsOptions, type WaitOptions } from "./waits.js";
 
+export { type DeadLetterBatchOptions, DeadLetterLedger } from "./dead-letter-ledger.js";
 export {
   type EnqueuedJob,
   EnqueueLedger,
@@ -69,27 +59,44 @@ type JobRow = Job & pg.QueryResultRow;
 /** SQLSTATE undefined_table. */
 const UNDEFINED_TABLE = "42P01";
 
-/** Options of a bulk replay or discard. */
-export interface DeadLetterBatchOptions {
-  /** Most entries taken by this call (one statement), 1–10,000. Default 1,000. */
-  limit?: number;
-  /** Spelling of field names in validation errors: `"camel"` (default) or the HTTP API's `"snake"`. */
-  naming?: FieldNaming;
-}
-
-export class Ledger extends EnqueueLedger {
+export class Ledger extends DeadLetterLedger {
   /** Advisory-lock class of this schema (see lock-class.ts). */
   readonly lockClass: number;
+
+  /** The waits for jobs' outcomes, sharing one LISTEN connection (waits.ts). */
+  private readonly waits: JobWaits;
+
+  /** A running handler's own fenced writes: progress, transactional completion (handler-writes.ts). */
+  readonly handlerWrites: HandlerWriteLedger;
 
   /**
    * @param pool shared pool for reads and autocommit writes.
    * @param schema schema holding the tables (already migrated).
    * @param options backpressure caps (0 or absent: none), the allow-list of job types and the
-   *   idempotency keys' window (see {@link LedgerOptions}).
+   *   idempotency keys' window (see {@link LedgerOptions}); the connect deadline of the waits'
+   *   LISTEN connection (`connectTimeoutSeconds`, default 5).
    */
-  constructor(pool: pg.Pool, schema: string, options?: LedgerOptions) {
+  constructor(pool: pg.Pool, schema: string, options?: LedgerOptions & JobWaitsOptions) {
     super(pool, schema, options);
     this.lockClass = lockClassFor(schema);
+    this.waits = new JobWaits(pool, schema, { connectTimeoutSeconds: options?.connectTimeoutSeconds });
+    this.handlerWrites = new HandlerWriteLedger(pool, schema);
+  }
+
+  /**
+   * Resolves with job `id` once it is done, dead or cancelled (at once if it already is), woken by
+   * LISTEN (see waits.ts); `onProgress` hears each new progress value meanwhile.
+   * @throws {JobValidationError} bad id or `timeoutMs` (1 to 2^31 − 1, default 30,000).
+   * @throws {JobNotFoundError} no such job. @throws {JobWaitTimeoutError} not final within `timeoutMs`
+   *   (its `job` is the job as last read).
+   */
+  waitForJob(id: number, options?: WaitOptions): Promise<Job> {
+    return this.waits.wait(id, options);
+  }
+
+  /** Ends every wait (rejected) and closes their LISTEN connection. Never throws. */
+  closeWaits(): Promise<void> {
+    return this.waits.close();
   }
 
   /** The job with this id, or null. @throws {JobValidationError} if `id` is not a positive integer. */
@@ -136,79 +143,6 @@ export class Ledger extends EnqueueLedger {
   /** Which of `ids` are cancelled now (a worker checks the jobs whose claim it found gone). */
   cancelledAmong(ids: readonly number[]): Promise<Set<number>> {
     return readCancelled(this.pool, this.schema, ids);
-  }
-
-  /**
-   * Retry now (DESIGN.md §4): a pending job waiting for its run time (a backoff, a future `runAt`)
-   * becomes due at once; a dead job is replayed ({@link replayDeadLetter}); a worker is woken.
-   * @throws {JobNotFoundError} no such job. @throws {JobStateConflictError} claimed, running, done or cancelled.
-   */
-  retryJob(id: number): Promise<RetryOutcome> {
-    checkJobId(id);
-    return retryNow(this.pool, this.schema, id);
-  }
-
-  /** The dead-letter entry of a job, or null. */
-  async getDeadLetter(jobId: number): Promise<DeadLetterJob | null> {
-    checkJobId(jobId);
-    const { rows } = await this.pool.query<DeadLetterJob & pg.QueryResultRow>({
-      ...getDeadLetter(this.schema),
-      values: [jobId],
-    });
-    return rows[0] ?? null;
-  }
-
-  /**
-   * Dead-letter entries, newest death first, filtered and paged (see {@link ListDeadLettersQuery});
-   * payloads over 64 KiB left out (`payloadOmitted`).
-   * @throws {JobValidationError} for a bad filter, limit (1–1000) or offset.
-   */
-  listDeadLetters(query: ListDeadLettersQuery = {}, naming: FieldNaming = "camel"): Promise<DeadLetterJob[]> {
-    return listDeadLetters(this.pool, this.schema, query, naming);
-  }
-
-  /**
-   * Replays a dead letter (DESIGN.md §4, "Replay"): its dead job goes back to pending, due now,
-   * attempt count reset, history kept; the entry is marked replayed. Idempotent: a job no longer
-   * dead is left alone (`replayed: false`).
-   * @throws {DeadLetterNotFoundError} no entry for this job.
-   */
-  replayDeadLetter(jobId: number): Promise<ReplayOutcome> {
-    checkJobId(jobId);
-    return replayOne(this.pool, this.schema, jobId);
-  }
-
-  /**
-   * Replays up to `limit` (default 1,000) dead letters matching `filter` whose job is still dead,
-   * oldest death first, in one statement; `more` says whether to call again.
-   * @throws {JobValidationError} for a bad filter, an empty one without `all: true`, or a bad limit.
-   */
-  replayDeadLetters(
-    filter: DeadLetterFilter,
-    options: DeadLetterBatchOptions = {},
-  ): Promise<DeadLetterBatch> {
-    return replayBatch(this.pool, this.schema, filter, options.limit, options.naming);
-  }
-
-  /**
-   * Deletes a dead-letter entry and returns it; the job stays `dead` until retention deletes it.
-   * @throws {DeadLetterNotFoundError} no entry for this job.
-   */
-  discardDeadLetter(jobId: number): Promise<DeadLetterJob> {
-    checkJobId(jobId);
-    return discardOne(this.pool, this.schema, jobId);
-  }
-
-  /**
-   * Deletes up to `limit` (default 1,000) dead-letter entries matching `filter`, oldest death
-   * first, in one statement; `more` says whether to call again.
-   * @throws {JobValidationError} for a bad filter, an empty one without `all: true`, or a bad limit.
-   */
-  discardDeadLetters(
-    filter: DeadLetterQuery,
-    options: DeadLetterBatchOptions = {},
-  ): Promise<DeadLetterBatch> {
-    return discardBatch(this.pool, this.schema, filter, options.limit, options.naming);
   }
 
   /**

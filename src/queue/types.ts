@@ -72,6 +72,11 @@ export interface Job {
   /** Bound of one attempt's run time, seconds, as enqueued; null: the worker's default (if any). */
   timeoutSeconds: number | null;
   /**
+   * The latest progress its handler reported (`job.progress(value)`, any attempt), or null
+   * (schema version 12).
+   */
+  progress: JsonValue | null;
+  /**
    * Lists only: true when listJobs left the payload out (null) because it is larger than
    * `LIMITS.listValueBytes` (64 KiB); false when it is there. Other reads leave the flag out.
    */

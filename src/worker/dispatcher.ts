@@ -5,11 +5,11 @@
 import type { ResolvedConfig } from "../config.js";
 import { JobAbortedError, JobTimeoutError } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { HandlerWriteLedger } from "../queue/handler-writes.js";
 import type { ClaimedJob, ClaimRef } from "../queue/lock-session.js";
-import { jsonBytes, MAX_PAYLOAD_BYTES } from "../queue/validate.js";
 import type { WorkerEmitter } from "./events.js";
+import { HandlerContexts } from "./handler-context.js";
 import { IdleWaiters } from "./idle.js";
-import { HandlerInvoker } from "./invoke.js";
 import { JobBuffer } from "./job-buffer.js";
 import type { LaneState } from "./lane.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
@@ -35,8 +35,8 @@ export class Dispatcher {
   private readonly idle = new IdleWaiters();
   /** Jobs a claim in flight at stop() brought back: given back at once, part of the stop report. */
   readonly claimedWhileDraining: number[] = [];
-  /** Runs handlers, in this process or in the sandbox's child processes. */
-  private readonly invoker: HandlerInvoker;
+  /** Runs handlers (in this process or the sandbox's children) and what they may write to their jobs. */
+  private readonly contexts: HandlerContexts;
   /** Deadlines, cancels and the abort grace of running handlers. */
   private readonly limits: RunLimits;
   /** The worker process's run-alone gate (see run-alone.ts and {@link joinGate}). */
@@ -53,9 +53,18 @@ export class Dispatcher {
     public prefetch: number,
     private readonly events: WorkerEmitter,
     private readonly logger: Logger,
+    /** The handlers' own writes (progress, transactional completion) and the lane's worker id. */
+    handlerWrites: { writes: HandlerWriteLedger; workerId: string },
   ) {
     this.gate.join(this);
-    this.invoker = new HandlerInvoker(config, logger);
+    this.contexts = new HandlerContexts({
+      ...handlerWrites,
+      supervisor,
+      writer,
+      events,
+      running: (entry) => this.running.get(entry.job.id) === entry,
+      sandbox: { size: config.workerCount, killGraceMs: config.handlerKillGraceSeconds * 1000, logger },
+    });
     this.limits = new RunLimits(
       config.jobTimeoutSeconds,
       (config.jobAbortGraceSeconds ?? 5) * 1000,
@@ -79,9 +88,13 @@ export class Dispatcher {
     return this.claiming;
   }
 
-  /** True while the job's handler runs and its outcome may still be written. */
+  /**
+   * True while the job's handler runs and the worker may still write its outcome (not after a
+   * transactional completion: handler-context.ts).
+   */
   isRunning(id: number): boolean {
-    return this.running.get(id)?.abandoned === false;
+    const entry = this.running.get(id);
+    return entry?.abandoned === false && entry.txCompletion === "none";
   }
 
   /** Asks for a claim as soon as there is room. */
@@ -211,12 +224,13 @@ export class Dispatcher {
       limitTimer: null,
       timedOutAfter: null,
       settled: false,
+      txCompletion: "none",
     };
     this.running.set(job.id, entry);
     this.writer.markRunning(job);
     this.limits.start(entry);
-    void this.invoker
-      .invoke(job, this.registry.get(job.type), controller.signal)
+    void this.contexts
+      .invoke(entry, this.registry.get(job.type), controller.signal)
       .then((outcome) => this.finishJob(entry, outcome))
       .catch((error: unknown) => {
         // finishJob does not throw; should it ever, the process must not die with the other jobs.
@@ -226,7 +240,7 @@ export class Dispatcher {
 
   /** Ends the sandboxed handlers' child processes (stop), within the kill grace. Never throws. */
   closeSandbox(): Promise<void> {
-    return this.invoker.close();
+    return this.contexts.closeSandbox();
   }
 
   private finishJob(entry: RunningJob, outcome: HandlerOutcome): void {
@@ -245,36 +259,20 @@ export class Dispatcher {
     if (entry.abandoned === "shutdown") {
       this.logger.debug({ jobId: job.id }, "job given back at shutdown finished; its outcome is not written");
     } else if (entry.abandoned === "cancelled") {
-      // Cancelled in the database already (sql/read.ts cancelAnyJob): nothing to write, the lock to
-      // release (nobody else may claim a cancelled job, so at once).
+      // Cancelled in the database already (sql/read.ts cancelAnyJob): nothing to write; unlock at once.
       this.events.emit("job:discarded", { id: job.id, write: failure === null ? "complete" : "fail" });
       this.releaseLock(job.id, current);
     } else if (entry.abandoned || !current) {
       this.writer.fenced(job.id, failure === null ? "complete" : "fail", entry.abandoned || "session_lost");
-      // A claim lost while its session lives: nothing is written, but the session still holds the
-      // job's lock, which kept anyone else from running it until this handler returned.
+      // A claim lost while its session lives: its lock kept others off the job until now; release it.
       if (entry.abandoned === "claim_lost") this.releaseLock(job.id, current);
+    } else if (entry.txCompletion !== "none") {
+      this.contexts.settle(entry, outcome, runMs);
     } else if (entry.timedOutAfter !== null) {
       const error = new JobTimeoutError(job.id, entry.timedOutAfter).message;
-      this.writer.fail({ id: job.id, attempt: job.attempt, error, runMs });
-    } else if ("json" in outcome) {
-      if (jsonBytes(outcome.json) > MAX_PAYLOAD_BYTES)
-        this.writer.fail({
-          id: job.id,
-          attempt: job.attempt,
-          error: `handler result is ${jsonBytes(outcome.json)} bytes as JSON; the most a job stores is ${MAX_PAYLOAD_BYTES} (1 MiB)`,
-          runMs,
-        });
-      else this.writer.complete({ id: job.id, attempt: job.attempt, resultJson: outcome.json, runMs });
+      this.writer.fail({ id: job.id, type: job.type, attempt: job.attempt, error, runMs });
     } else {
-      const { error, permanent } = outcome;
-      this.writer.fail({
-        id: job.id,
-        attempt: job.attempt,
-        error,
-        runMs,
-        ...(permanent ? { permanent } : {}),
-      });
+      this.writer.handlerOutcome(job, outcome, runMs);
     }
     this.writer.scheduleFlush();
     this.dispatch();
@@ -322,7 +320,8 @@ export class Dispatcher {
   /** The database no longer shows this worker owning a job it runs: never write its outcome. */
   claimLost(id: number): void {
     const entry = this.running.get(id);
-    if (!entry || entry.abandoned) return;
+    // After a transactional completion the row is the handler's to decide (handler-context.ts).
+    if (!entry || entry.abandoned || entry.txCompletion !== "none") return;
     this.abandon(
       entry,
       "claim_lost",
@@ -346,7 +345,7 @@ export class Dispatcher {
   heldRefs(): ClaimRef[] {
     const held: ClaimRef[] = this.buffer.jobs().map((job) => ({ id: job.id, attempt: job.attempt }));
     for (const r of this.running.values())
-      if (!r.abandoned) held.push({ id: r.job.id, attempt: r.job.attempt });
+      if (!r.abandoned && r.txCompletion === "none") held.push({ id: r.job.id, attempt: r.job.attempt });
     return held;
   }
 

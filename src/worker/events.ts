@@ -8,7 +8,7 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "../log.js";
 import type { ClaimedJob, FailedStatus } from "../queue/lock-session.js";
 import type { PruneReport } from "../queue/retention.js";
-import type { Job } from "../queue/types.js";
+import type { Job, JsonValue } from "../queue/types.js";
 
 /**
  * Which outcome write of a job the fence refused or the worker dropped. (A refused running mark is
@@ -35,6 +35,40 @@ export interface StopReport {
   abandonedJobIds: number[];
 }
 
+/**
+ * What `job:completed` reports: the job's id, type and attempt (0-based, the one that completed),
+ * the handler's run time (`runMs`, milliseconds) and its `result` (parsed from the stored JSON
+ * when first read, so a listener that does not read it costs no parse).
+ */
+export interface JobCompletedEvent {
+  id: number;
+  type: string;
+  attempt: number;
+  runMs: number;
+  readonly result: JsonValue;
+}
+
+/** The `job:completed` event of a completion whose result is the JSON text `resultJson`. */
+export function completedEvent(c: {
+  id: number;
+  type: string;
+  attempt: number;
+  runMs: number;
+  resultJson: string;
+}): JobCompletedEvent {
+  let parsed: JsonValue | undefined;
+  return {
+    id: c.id,
+    type: c.type,
+    attempt: c.attempt,
+    runMs: c.runMs,
+    get result(): JsonValue {
+      if (parsed === undefined) parsed = JSON.parse(c.resultJson) as JsonValue;
+      return parsed;
+    },
+  };
+}
+
 /** Events a worker emits; tests and metrics subscribe instead of polling. */
 export interface WorkerEvents {
   "worker:started": [{ workerId: string }];
@@ -46,13 +80,15 @@ export interface WorkerEvents {
   "worker:heartbeat": [{ laneId: string }];
   /** A claim took these jobs; their handlers start from here on. */
   "job:claimed": [{ jobs: ClaimedJob[] }];
-  /** A completion was written; `runMs`: the handler's run time, milliseconds. */
-  "job:completed": [{ id: number; runMs: number }];
+  /** A completion was written (by the worker, or committed by the handler's own transaction). */
+  "job:completed": [JobCompletedEvent];
   /**
    * A failed attempt was written: `pending` (will retry) or `dead` (retries exhausted);
-   * `runMs`: the handler's run time, milliseconds.
+   * `runMs`: the handler's run time, milliseconds; `attempt`: the attempt that failed (0-based).
    */
-  "job:failed": [{ id: number; error: string; status: FailedStatus; runMs: number }];
+  "job:failed": [
+    { id: number; type: string; attempt: number; error: string; status: FailedStatus; runMs: number },
+  ];
   "job:released": [{ id: number }];
   /** A write for this job was refused by the fence, or dropped (see {@link FenceReason}). */
   "job:fenced": [{ id: number; write: FencedWrite; reason: FenceReason }];

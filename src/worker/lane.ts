@@ -97,6 +97,7 @@ export class Lane {
       options.prefetch,
       events,
       logger,
+      { writes: options.ledger.handlerWrites, workerId: options.id },
     );
   }
 

@@ -15,8 +15,16 @@ import type {
   OnUnlocked,
   WriteOutcome,
 } from "../queue/lock-session.js";
-import type { FencedWrite, FenceReason, WorkerEmitter } from "./events.js";
+import { jsonBytes, MAX_PAYLOAD_BYTES } from "../queue/validate.js";
+import { completedEvent, type FencedWrite, type FenceReason, type WorkerEmitter } from "./events.js";
+import type { HandlerOutcome } from "./sandbox/outcome.js";
 import type { SessionSupervisor } from "./session-supervisor.js";
+
+/** A completion as the worker queues it: with the job's type, for the event that reports it. */
+export type TypedCompletion = Completion & { type: string };
+
+/** A failed attempt as the worker queues it: with the job's type, for the event that reports it. */
+export type TypedFailure = Failure & { type: string };
 
 /**
  * Jobs whose failed attempt or give-back is being written and not yet reported, each with the
@@ -41,14 +49,16 @@ export interface WriterHooks {
 
 export class OutcomeWriter {
   private startQueue: ClaimRef[] = [];
-  private doneQueue: Completion[] = [];
-  private failQueue: Failure[] = [];
+  private doneQueue: TypedCompletion[] = [];
+  private failQueue: TypedFailure[] = [];
   private releaseQueue: ClaimRef[] = [];
   private flushScheduled = false;
   private flushing: Promise<void> | null = null;
   /** Written batches whose unlock (and so whose report) has not run yet. */
   private readonly unlocking = new Set<Promise<void>>();
   private fencedCount = 0;
+  /** Work {@link drain} waits for besides the queues (see {@link track}). */
+  private readonly tracked = new Set<Promise<void>>();
 
   constructor(
     private readonly supervisor: SessionSupervisor,
@@ -80,13 +90,29 @@ export class OutcomeWriter {
   }
 
   /** Queues a handler's result, to be written as the job's outcome. */
-  complete(completion: Completion): void {
+  complete(completion: TypedCompletion): void {
     this.doneQueue.push(completion);
     this.scheduleFlush();
   }
 
+  /**
+   * Queues what a handler that settled on its own (not aborted, not fenced, no transactional
+   * completion) ended with: its result as the job's outcome, or a failed attempt: a thrown error,
+   * or a result larger than a job stores (MAX_PAYLOAD_BYTES as JSON).
+   */
+  handlerOutcome(job: ClaimedJob, outcome: HandlerOutcome, runMs: number): void {
+    const { id, type, attempt } = job;
+    if ("error" in outcome) {
+      const { error, permanent } = outcome;
+      this.fail({ id, type, attempt, error, runMs, ...(permanent ? { permanent } : {}) });
+    } else if (jsonBytes(outcome.json) > MAX_PAYLOAD_BYTES) {
+      const error = `handler result is ${jsonBytes(outcome.json)} bytes as JSON; the most a job stores is ${MAX_PAYLOAD_BYTES} (1 MiB)`;
+      this.fail({ id, type, attempt, error, runMs });
+    } else this.complete({ id, type, attempt, resultJson: outcome.json, runMs });
+  }
+
   /** Queues a failed attempt, to be written as a retry or a dead letter. */
-  fail(failure: Failure): void {
+  fail(failure: TypedFailure): void {
     this.failQueue.push(failure);
     this.scheduleFlush();
   }
@@ -126,6 +152,15 @@ export class OutcomeWriter {
     for (const item of released) this.fenced(item.id, "release", reason);
   }
 
+  /**
+   * Lets {@link drain} (and so stop()) wait for `work`: a job's outcome decided outside the queues
+   * (a transactional completion's check, then its unlock or its queued failure).
+   */
+  track(work: Promise<void>): void {
+    const settled: Promise<void> = work.catch(() => undefined).finally(() => this.tracked.delete(settled));
+    this.tracked.add(settled);
+  }
+
   /** Lets flushes and stop() wait until `unlocked` (whose report runs first) has settled. */
   waitForUnlock(unlocked: Promise<void>): void {
     const settled: Promise<void> = unlocked
@@ -157,8 +192,8 @@ export class OutcomeWriter {
   /** Resolves once nothing is queued, being written or waiting for its unlock's report. */
   async drain(): Promise<void> {
     await new Promise<void>((resolve) => setImmediate(resolve));
-    while (this.flushing || this.flushScheduled) {
-      await this.flushing;
+    while (this.flushing || this.flushScheduled || this.tracked.size > 0) {
+      await Promise.all([this.flushing, ...this.tracked]);
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
@@ -245,11 +280,11 @@ export class OutcomeWriter {
   }
 
   /** Reports each completion of a written batch, except those the fence `refused`. */
-  private reportCompleted(batch: readonly Completion[], refused: readonly number[]): void {
+  private reportCompleted(batch: readonly TypedCompletion[], refused: readonly number[]): void {
     const refusedSet = refused.length > 0 ? new Set(refused) : null;
-    for (const { id, runMs } of batch) {
-      if (refusedSet?.has(id)) this.fenced(id, "complete", "refused");
-      else this.events.emit("job:completed", { id, runMs });
+    for (const completion of batch) {
+      if (refusedSet?.has(completion.id)) this.fenced(completion.id, "complete", "refused");
+      else this.events.emit("job:completed", completedEvent(completion));
     }
   }
 
@@ -267,7 +302,7 @@ export class OutcomeWriter {
     }
   }
 
-  private reportFailures(batch: readonly Failure[], outcomes: WriteOutcome[]): void {
+  private reportFailures(batch: readonly TypedFailure[], outcomes: WriteOutcome[]): void {
     // Outcomes come back in batch order only by chance of the plan: match them by id.
     const failures = new Map(batch.map((f) => [f.id, f]));
     for (const o of outcomes) {
@@ -275,11 +310,14 @@ export class OutcomeWriter {
         this.fenced(o.id, "fail", "refused");
         continue;
       }
+      const failure = failures.get(o.id);
       this.events.emit("job:failed", {
         id: o.id,
-        error: failures.get(o.id)?.error ?? "",
+        type: failure?.type ?? "unknown",
+        attempt: failure?.attempt ?? -1,
+        error: failure?.error ?? "",
         status: o.status ?? "pending",
-        runMs: failures.get(o.id)?.runMs ?? 0,
+        runMs: failure?.runMs ?? 0,
       });
       if (o.status === "pending" && o.retry_in_seconds !== undefined)
         this.hooks.retryDueIn(o.retry_in_seconds);

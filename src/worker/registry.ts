@@ -6,17 +6,43 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import type { Queryable } from "../db/pool.js";
 import { HandlerModuleError, HandlerTypeError } from "../errors.js";
 import type { JsonValue } from "../queue/types.js";
 
-/** What a handler receives about its job. */
-export interface HandlerJob {
+/** The data of a handler's job (what crosses to a sandboxed handler's process). */
+export interface HandlerJobData {
   id: number;
   type: string;
   payload: JsonValue;
   /** Failed attempts before this execution (0 on the first). With `id`, the key for idempotency. */
   attempt: number;
   maxRetries: number;
+}
+
+/** What a handler receives about its job: its data, and the writes it may make to it while it runs. */
+export interface HandlerJob extends HandlerJobData {
+  /**
+   * Stores `value` (any JSON, at most 8 KiB as JSON text) as the job's progress: shown by getJob
+   * and GET /jobs/{id}, and pushed to `waitForJob(id, { onProgress })`. One fenced write per call,
+   * resolved once written; report at a human rate, not per item of a tight loop.
+   * @throws {JobValidationError} not JSON-serialisable, or over 8 KiB.
+   * @throws {JobClaimLostError} this worker no longer owns the claim (nothing written), or the
+   *   handler has already returned.
+   */
+  progress(value: unknown): Promise<void>;
+  /**
+   * Completes the job inside the application's transaction on `client` (a pg client, or anything
+   * with pg's `query`, between its BEGIN and COMMIT): the job is done with `result` exactly when that
+   * transaction commits, and not at all if it rolls back. Commit before the handler returns: the
+   * worker then writes nothing more for the job (its return value is ignored). If the transaction
+   * did not commit, the attempt fails (the handler's own error if it threw) and is retried as any
+   * failure. Until the transaction ends the job's row stays locked: keep it short.
+   * @throws {JobValidationError} `result` not JSON-serialisable or over 1 MiB.
+   * @throws {JobClaimLostError} the fence refused it (this worker lost the claim, or the handler
+   *   has already returned): nothing was written; roll back.
+   */
+  complete(client: Queryable, result?: unknown): Promise<void>;
 }
 
 /**

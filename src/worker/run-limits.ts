@@ -9,6 +9,7 @@
 import { type JobAbortReason, JobCancelledError, JobTimeoutError } from "../errors.js";
 import type { ClaimedJob } from "../queue/lock-session.js";
 import type { WorkerEmitter } from "./events.js";
+import type { TxCompletion } from "./handler-context.js";
 
 /** A job whose handler runs (dispatcher.ts), with its deadline and cancel. */
 export interface RunningJob {
@@ -29,6 +30,8 @@ export interface RunningJob {
   timedOutAfter: number | null;
   /** True once its outcome was dealt with (settled, or its slot freed at the end of the grace). */
   settled: boolean;
+  /** The handler's transactional completion (handler-context.ts). */
+  txCompletion: TxCompletion;
 }
 
 export class RunLimits {

@@ -28,7 +28,7 @@ import type { HandlerRegistry } from "./registry.js";
 import { RunAloneGate } from "./run-alone.js";
 import { Scheduler } from "./scheduler.js";
 
-export type { FencedWrite, FenceReason, StopReport, WorkerEvents } from "./events.js";
+export type { FencedWrite, FenceReason, JobCompletedEvent, StopReport, WorkerEvents } from "./events.js";
 
 export interface WorkerOptions {
   config: ResolvedConfig & { databaseUrl: string };

@@ -40,6 +40,7 @@ const base: Omit<Job, "runAt" | "claimedAt" | "startedAt" | "heartbeatAt" | "com
   workerId: null,
   idempotencyKey: null,
   timeoutSeconds: null,
+  progress: null,
 };
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;

@@ -120,6 +120,7 @@ describe("/jobs", () => {
       "max_retries",
       "payload",
       "priority",
+      "progress",
       "result",
       "run_at",
       "started_at",

@@ -16,6 +16,8 @@ const job = (type: string, payload: HandlerJob["payload"], attempt = 0): Handler
   payload,
   attempt,
   maxRetries: 3,
+  progress: () => Promise.resolve(),
+  complete: () => Promise.resolve(),
 });
 const signal = new AbortController().signal;
 

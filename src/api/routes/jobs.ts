@@ -2,13 +2,16 @@
  * /jobs routes (DESIGN.md §8): enqueue one or many, read, list, cancel. Every route validates its
  * input against the schemas in ../schemas.ts and talks only to the {@link Ledger}.
  */
+
+import type { IncomingMessage } from "node:http";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { type Static, Type } from "@sinclair/typebox";
 import type { FastifyBaseLogger, FastifyReply } from "fastify";
-import { JobNotFoundError, QueueFullError } from "../../errors.js";
+import { JobNotFoundError, QueueFullError, TaskQueueError } from "../../errors.js";
 import { LIMITS } from "../../queue/job-shape.js";
 import type { Ledger } from "../../queue/ledger.js";
 import type { Job, JobSpec } from "../../queue/types.js";
+import { JobWaitTimeoutError } from "../../queue/waits.js";
 import { batchAnswer } from "../job-response.js";
 import {
   BatchBody,
@@ -16,6 +19,7 @@ import {
   BatchIdsResponse,
   BatchResponse,
   DEFAULT_LIST_LIMIT,
+  GetJobQuerystring,
   JobIdParams,
   JobListResponse,
   JobResponse,
@@ -70,11 +74,40 @@ function withRetryAfter(reply: FastifyReply, error: unknown): unknown {
 }
 
 /**
+ * The job once final, or as it is after `waitSeconds` (null: it no longer exists). The wait ends
+ * early, unanswered, if the client goes away (`request` closes).
+ */
+async function waitForJob(
+  ledger: Ledger,
+  id: number,
+  waitSeconds: number,
+  request: IncomingMessage,
+): Promise<Job | null> {
+  const gone = new AbortController();
+  const abort = () => gone.abort(new Error("the client closed the request"));
+  request.once("close", abort);
+  try {
+    return await ledger.waitForJob(id, { timeoutMs: waitSeconds * 1000, signal: gone.signal });
+  } catch (error) {
+    // Past the wait, or the API closing (its waits end first): the job as it is now.
+    if (error instanceof JobWaitTimeoutError) return error.job ?? ledger.getJob(id);
+    if (error instanceof TaskQueueError && error.code === "queue_closed") return ledger.getJob(id);
+    throw error;
+  } finally {
+    request.off("close", abort);
+  }
+}
+
+/**
  * Registers POST /jobs, POST /jobs/batch, GET /jobs/:id, GET /jobs and DELETE /jobs/:id.
  * Errors are thrown to the problem handler (problem.ts): JobValidationError → 422,
  * JobNotFoundError → 404, JobStateConflictError → 409.
  */
 export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app, { ledger }) => {
+  // Long-polls answer at once when the API closes, instead of holding its close for up to 30 s.
+  app.addHook("preClose", async () => {
+    await ledger.closeWaits();
+  });
   app.post(
     "/jobs",
     {
@@ -185,18 +218,25 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       schema: {
         tags: ["jobs"],
         summary: "Get a job",
-        description: "The job with its status, attempt count, result, latest error and attempt history.",
+        description:
+          "The job with its status, attempt count, result, latest error, attempt history and progress. " +
+          `With \`wait\` (seconds, at most ${LIMITS.waitSeconds}) it long-polls: it answers as soon as the job is ` +
+          "done, dead or cancelled (woken by LISTEN/NOTIFY, not a poll), or when the wait ends, with the job as it is then.",
         params: JobIdParams,
+        querystring: GetJobQuerystring,
         response: {
           200: JobResponse,
           404: problemResponse("No job has this id."),
-          422: problemResponse("The id is not a positive integer."),
+          422: problemResponse("The id is not a positive integer, or `wait` is not an integer from 0 to 30."),
         },
       },
     },
     async (request, reply) => {
-      const job = await ledger.getJob(request.params.id);
-      if (!job) throw new JobNotFoundError(request.params.id);
+      const { id } = request.params;
+      const waitSeconds = request.query.wait ?? 0;
+      const job =
+        waitSeconds > 0 ? await waitForJob(ledger, id, waitSeconds, request.raw) : await ledger.getJob(id);
+      if (!job) throw new JobNotFoundError(id);
       return reply.send(toJobResponse(job));
     },
   );

@@ -10,6 +10,7 @@ import {
 } from "./accounting.js";
 import { type JsonArrayType, jsonArrayElements } from "./params.js";
 import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
+import { notifyWatched } from "./waits.js";
 
 /**
  * A failed attempt, shared by handler failures and reaped jobs (DESIGN.md §4): the attempt count
@@ -106,7 +107,8 @@ export const writeDone = (schema: string, results: JsonArrayType = "jsonb"): Sta
     schema,
     results === "jsonb" ? "write_done" : "write_done_json",
     `WITH ${completionCtes({ workerId: "$5", results })}
-     SELECT coalesce(array_agg(i.id) FILTER (WHERE done.id IS NULL), '{}') AS refused_ids
+     SELECT coalesce(array_agg(i.id) FILTER (WHERE done.id IS NULL), '{}') AS refused_ids,
+            ${notifyWatched(schema, "done")} AS notified
      FROM i LEFT JOIN done ON done.id = i.id`,
   );
 
@@ -125,7 +127,7 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
        SET status = 'done', result = i.result::jsonb, completed_at = now(), heartbeat_at = now(), run_alone = false,
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${held(p.workerId)}
-       RETURNING j.id, j.type, date_part('epoch', j.completed_at - j.started_at) AS exec_seconds,
+       RETURNING j.id, j.type, j.watched, date_part('epoch', j.completed_at - j.started_at) AS exec_seconds,
                  date_part('epoch', j.claimed_at - j.run_at) AS wait_seconds
      ), done_counted AS (
        ${countStatuses("SELECT 'done'::text, count(*) FROM done")}
@@ -167,7 +169,8 @@ export const writeFailures = (schema: string): Statement =>
      SELECT i.id, failed.id IS NOT NULL AS applied, failed.status,
             greatest(extract(epoch FROM failed.run_at - now()), 0)::float8 AS retry_in_seconds,
             due.types AS due_types
-     FROM i LEFT JOIN failed ON failed.id = i.id CROSS JOIN (SELECT ${dueTypes("failed")} AS types) AS due`,
+     FROM i LEFT JOIN failed ON failed.id = i.id CROSS JOIN (SELECT ${dueTypes("failed")} AS types) AS due
+       CROSS JOIN ${notifyWatched(schema, "failed", "status = 'dead'")} AS n`,
   );
 
 /**
@@ -293,5 +296,6 @@ export const reapStaleJobs = (schema: string): Statement =>
      ), reaped_events AS (
        ${countEvents(failureEvents("reaped"))}
      )
-     SELECT ${JOB_COLUMNS} FROM reclaimed CROSS JOIN ${wakeForDue("reclaimed")} AS woke`,
+     SELECT ${JOB_COLUMNS} FROM reclaimed CROSS JOIN ${wakeForDue("reclaimed")} AS woke
+       CROSS JOIN ${notifyWatched(schema, "reaped", "status = 'dead'")} AS n`,
   );

@@ -2,6 +2,7 @@ import { JOB_FIELDS, OMISSION_FLAGS } from "../job-shape.js";
 import { countEvents, countStatuses } from "./accounting.js";
 import { DEAD_LETTER_SELECT_LIST, jobSelectList } from "./columns.js";
 import { JOB_COLUMNS, type Statement, statement } from "./statement.js";
+import { notifyWatched } from "./waits.js";
 
 /** Every job field but the two a list may leave out (payload, result). */
 const LISTED_COLUMNS = jobSelectList(
@@ -50,13 +51,14 @@ export const cancelJob = (schema: string): Statement =>
     `WITH cancelled AS (
        UPDATE $S.jobs SET status = 'cancelled', completed_at = now()
        WHERE id = $1 AND status = 'pending'
-       RETURNING ${JOB_COLUMNS}
+       RETURNING ${JOB_COLUMNS}, watched
      ), counted AS (
        ${countStatuses("SELECT s, n FROM cancelled, (VALUES ('pending'::text, -1), ('cancelled', 1)) AS v(s, n)")}
      ), cancel_events AS (
        ${countEvents("SELECT type, 'cancelled', count(*) FROM cancelled GROUP BY type")}
      )
-     SELECT true AS cancelled, * FROM cancelled
+     SELECT true AS cancelled, ${JOB_FIELDS.map((f) => `"${f.field}"`).join(", ")}
+     FROM cancelled CROSS JOIN ${notifyWatched(schema, "cancelled")} AS n
      UNION ALL
      SELECT false AS cancelled, ${JOB_COLUMNS} FROM $S.jobs
      WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cancelled)`,

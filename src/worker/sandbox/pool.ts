@@ -21,7 +21,7 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { JobAbortedError, JobTimeoutError } from "../../errors.js";
 import type { Logger } from "../../log.js";
-import type { HandlerJob, SandboxedHandler } from "../registry.js";
+import type { HandlerJobData, SandboxedHandler } from "../registry.js";
 import type { HandlerOutcome } from "./outcome.js";
 import type { FromChild, ToChild } from "./protocol.js";
 
@@ -85,7 +85,7 @@ export class SandboxPool {
    * Runs `job` with `handler` in a child: waits for an idle child, or forks one (after the restart
    * backoff, if children crashed). Never throws: a failure of any kind is `{ error }`.
    */
-  async run(handler: SandboxedHandler, job: HandlerJob, signal: AbortSignal): Promise<HandlerOutcome> {
+  async run(handler: SandboxedHandler, job: HandlerJobData, signal: AbortSignal): Promise<HandlerOutcome> {
     let child: Child;
     try {
       child = await this.acquire(signal);

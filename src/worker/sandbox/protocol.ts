@@ -3,7 +3,7 @@
  * cross as JSON (`child_process` "json" serialization): one job at a time per child.
  */
 import type { JobAbortReason } from "../../errors.js";
-import type { HandlerJob } from "../registry.js";
+import type { HandlerJobData } from "../registry.js";
 
 /** Worker → child: run a job (the child has none running), abort the one it runs, or exit. */
 export type ToChild =
@@ -13,7 +13,7 @@ export type ToChild =
       module: string;
       /** The module's export that is the handler. */
       exportName: string;
-      job: HandlerJob;
+      job: HandlerJobData;
     }
   | {
       kind: "abort";

@@ -6,8 +6,8 @@
  * unhandled rejection is reported to the worker and ends the process with code 1; a `stop`
  * message or a disconnected IPC channel (the worker stopped or died) ends it with code 0.
  */
-import { jobAbortError } from "../../errors.js";
-import type { JobHandler } from "../registry.js";
+import { jobAbortError, TaskQueueError } from "../../errors.js";
+import type { HandlerJob, HandlerJobData, JobHandler } from "../registry.js";
 import { describeError, failureOutcome, type HandlerOutcome, resultOutcome } from "./outcome.js";
 import type { FromChild, ToChild } from "./protocol.js";
 
@@ -58,6 +58,18 @@ function load(module: string, exportName: string): Promise<JobHandler> {
   return handler;
 }
 
+/**
+ * The job as a sandboxed handler gets it: `progress` and `complete` write through the worker's
+ * connections, which this process does not have; they reject.
+ */
+function withoutWrites(job: HandlerJobData): HandlerJob {
+  const unavailable = (what: string) => () =>
+    Promise.reject(
+      new TaskQueueError("sandbox_unsupported", `job.${what}() is not available in a sandboxed handler`),
+    );
+  return { ...job, progress: unavailable("progress"), complete: unavailable("complete") };
+}
+
 async function run(message: Extract<ToChild, { kind: "run" }>): Promise<void> {
   const { job } = message;
   const controller = new AbortController();
@@ -65,7 +77,7 @@ async function run(message: Extract<ToChild, { kind: "run" }>): Promise<void> {
   let outcome: HandlerOutcome;
   try {
     const handler = await load(message.module, message.exportName);
-    outcome = resultOutcome(await handler(job, controller.signal));
+    outcome = resultOutcome(await handler(withoutWrites(job), controller.signal));
   } catch (error) {
     // A permanent error (errors.ts) crosses as a flag: the worker skips the job's retries.
     outcome = failureOutcome(error);

@@ -1,0 +1,198 @@
+/**
+ * What a running handler may do to its own job besides returning (issue 13, items 4 and 5):
+ * `job.progress(value)` and `job.complete(client, result)`, both fenced twice like the worker's
+ * own writes: here (the handler still runs, its claim was not abandoned, its lock session is the
+ * one it was claimed under) and in the statement (this worker's attempt still holds the row).
+ *
+ * Transactional completion: `complete()` writes the job done on the application's client, inside
+ * its transaction. From then on the worker treats the job as finished by its handler: it no longer
+ * marks it running nor heartbeats it (those writes would wait on the row the transaction holds),
+ * and a refused heartbeat or running mark no longer counts as a lost claim. Once the handler has
+ * returned, {@link HandlerContexts.settle} reads where the claim stands: done by this attempt (the
+ * transaction committed: the worker writes nothing, releases the lock, reports `job:completed`), or
+ * still held (it rolled back: the attempt fails through the ordinary fenced failure write, with the
+ * handler's error if it threw), or taken by another writer (reported fenced).
+ */
+
+import type { Queryable } from "../db/pool.js";
+import { HandlerMissingError, JobClaimLostError } from "../errors.js";
+import {
+  type ClaimStanding,
+  type HandlerClaim,
+  type HandlerWriteLedger,
+  storableJson,
+} from "../queue/handler-writes.js";
+import { LIMITS } from "../queue/job-shape.js";
+import type { ClaimedJob } from "../queue/lock-session.js";
+import { completedEvent, type WorkerEmitter } from "./events.js";
+import type { OutcomeWriter } from "./outcome-writer.js";
+import { type HandlerJob, isSandboxed, type RegisteredHandler } from "./registry.js";
+import { failureOutcome, type HandlerOutcome, resultOutcome } from "./sandbox/outcome.js";
+import { SandboxPool, type SandboxPoolOptions } from "./sandbox/pool.js";
+import type { SessionSupervisor } from "./session-supervisor.js";
+
+/** A handler's transactional completion: none, its statement in flight, or written (uncommitted until the app commits). */
+export type TxCompletion = "none" | "pending" | { resultJson: string };
+
+/** What the contexts read of a running job (the dispatcher's `RunningJob`). */
+export interface ContextEntry {
+  job: ClaimedJob;
+  generation: number;
+  startedAt: number;
+  abandoned: false | string;
+  txCompletion: TxCompletion;
+}
+
+/** What the handler contexts need of their lane. */
+export interface ContextDeps {
+  writes: HandlerWriteLedger;
+  /** The lane's worker id: the fence of its writes. */
+  workerId: string;
+  supervisor: SessionSupervisor;
+  writer: OutcomeWriter;
+  events: WorkerEmitter;
+  /** True while `entry`'s handler runs (it has not returned). */
+  running(entry: ContextEntry): boolean;
+  /** The sandbox pool's options, for the first sandboxed job. */
+  sandbox: SandboxPoolOptions;
+}
+
+/** The error of an attempt whose handler called `complete()` and returned without its commit. */
+export const UNCOMMITTED_COMPLETION =
+  "job.complete() was called, but its transaction had not committed when the handler returned";
+
+export class HandlerContexts {
+  /** The child processes of sandboxed handlers, forked at the first sandboxed job. */
+  private sandbox: SandboxPool | null = null;
+
+  constructor(private readonly deps: ContextDeps) {}
+
+  /**
+   * Runs the job's handler: in this process, or in a child process of the lane's sandbox pool for
+   * a sandboxed handler (which gets the job's data only: `progress` and `complete` reject there).
+   * Never throws: a failure (a throw, a result that cannot be stored, a crash of the handler's
+   * process) is `{ error }`.
+   */
+  async invoke(
+    entry: ContextEntry,
+    handler: RegisteredHandler | undefined,
+    signal: AbortSignal,
+  ): Promise<HandlerOutcome> {
+    const { job } = entry;
+    try {
+      if (!handler) throw new HandlerMissingError([job.type]);
+      if (isSandboxed(handler)) {
+        this.sandbox ??= new SandboxPool(this.deps.sandbox);
+        const { id, type, payload, attempt, maxRetries } = job;
+        return await this.sandbox.run(handler, { id, type, payload, attempt, maxRetries }, signal);
+      }
+      return resultOutcome(await handler(this.handlerJob(entry), signal));
+    } catch (error) {
+      return failureOutcome(error);
+    }
+  }
+
+  /** Ends the sandboxed handlers' child processes (stop), within the kill grace. Never throws. */
+  async closeSandbox(): Promise<void> {
+    await this.sandbox?.close();
+  }
+
+  /** The job as its handler receives it, with `progress` and `complete` bound to `entry`. */
+  handlerJob(entry: ContextEntry): HandlerJob {
+    const { job } = entry;
+    return {
+      id: job.id,
+      type: job.type,
+      payload: job.payload,
+      attempt: job.attempt,
+      maxRetries: job.maxRetries,
+      progress: (value) => this.progress(entry, value),
+      complete: (client, result) => this.complete(entry, client, result),
+    };
+  }
+
+  /** True while the worker may still write for `entry` (see the top of the file). */
+  private owns(entry: ContextEntry): boolean {
+    return (
+      entry.abandoned === false &&
+      entry.generation === this.deps.supervisor.generation &&
+      this.deps.running(entry)
+    );
+  }
+
+  private claim(entry: ContextEntry): HandlerClaim {
+    return { id: entry.job.id, attempt: entry.job.attempt, workerId: this.deps.workerId };
+  }
+
+  private async progress(entry: ContextEntry, value: unknown): Promise<void> {
+    if (!this.owns(entry)) throw new JobClaimLostError(entry.job.id, "progress");
+    await this.deps.writes.writeProgress(this.claim(entry), value);
+  }
+
+  private async complete(entry: ContextEntry, client: Queryable, result: unknown): Promise<void> {
+    const resultJson = storableJson(result, "result", LIMITS.payloadBytes);
+    if (!this.owns(entry)) throw new JobClaimLostError(entry.job.id, "complete");
+    const before = entry.txCompletion;
+    entry.txCompletion = "pending";
+    try {
+      await this.deps.writes.completeOn(
+        client,
+        this.claim(entry),
+        resultJson,
+        performance.now() - entry.startedAt,
+      );
+    } catch (error) {
+      entry.txCompletion = before;
+      throw error;
+    }
+    entry.txCompletion = { resultJson };
+  }
+
+  /**
+   * The handler of `entry`, which called `complete()`, has returned with `outcome` after `runMs`:
+   * decides the job's outcome from where its claim stands (see the top of the file). Tracked by the
+   * writer, so a stop waits for it.
+   */
+  settle(entry: ContextEntry, outcome: HandlerOutcome, runMs: number): void {
+    const { job } = entry;
+    const { supervisor, writer, events } = this.deps;
+    const session = supervisor.session;
+    // The lock goes once the outcome is known to be committed; the event comes after it.
+    const unlock = async () => {
+      if (!session || entry.generation !== supervisor.generation) return;
+      const released = session.releaseLocks([job.id]);
+      writer.waitForUnlock(released);
+      await released.catch(() => undefined);
+    };
+    const failure = "error" in outcome ? outcome : { error: UNCOMMITTED_COMPLETION, permanent: undefined };
+    writer.track(
+      (async () => {
+        let standing: ClaimStanding;
+        try {
+          standing = await this.deps.writes.standing(this.claim(entry));
+        } catch {
+          // Unknown: the fenced failure write below changes nothing if the completion committed.
+          standing = "held";
+        }
+        if (standing === "held") {
+          writer.fail({
+            id: job.id,
+            type: job.type,
+            attempt: job.attempt,
+            error: failure.error,
+            runMs,
+            ...(failure.permanent ? { permanent: true } : {}),
+          });
+          return;
+        }
+        await unlock();
+        if (standing === "lost") writer.fenced(job.id, "complete", "refused");
+        else if (typeof entry.txCompletion === "object")
+          events.emit(
+            "job:completed",
+            completedEvent({ ...job, runMs, resultJson: entry.txCompletion.resultJson }),
+          );
+      })(),
+    );
+  }
+}
