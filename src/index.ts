@@ -49,39 +49,8 @@ import { Worker } from "./worker/worker.js";
 export { buildApp } from "./api/app.js";
 export { configFromEnv, type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "./config.js";
 export { type EmbeddedDatabase, startEmbeddedPostgres } from "./db/embedded.js";
-export {
-  BatchTooLargeError,
-  ConfigError,
-  DatabaseUnavailableError,
-  DeadLetterNotFoundError,
-  EmbeddedPostgresError,
-  EmbeddedPostgresUnavailableError,
-  type FieldProblem,
-  HandlerMissingError,
-  HandlerModuleError,
-  HandlerTypeError,
-  IdempotencyConflictError,
-  isPermanentFailure,
-  JobAbortedError,
-  type JobAbortReason,
-  JobCancelledError,
-  JobClaimLostError,
-  JobNotFoundError,
-  JobStateConflictError,
-  JobTimeoutError,
-  JobValidationError,
-  LockSessionLostError,
-  PayloadError,
-  PermanentJobError,
-  PoolingModeError,
-  PoolTimeoutError,
-  QueueFullError,
-  ScheduleNotFoundError,
-  SchemaVersionError,
-  TaskQueueError,
-  WorkerStateError,
-} from "./errors.js";
 export { poolStarvationWarning } from "./pool-warning.js";
+export * from "./public-errors.js";
 export type {
   DeadLetterBatch,
   DeadLetterFilter,
