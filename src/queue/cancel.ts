@@ -14,7 +14,13 @@ import type { Job } from "./types.js";
 export type CancelScope = "pending" | "live";
 
 type CancelRow = Job &
-  pg.QueryResultRow & { cancelled: boolean; was_held?: boolean; old_status?: unknown; told?: unknown };
+  pg.QueryResultRow & {
+    cancelled: boolean;
+    was_held?: boolean;
+    old_status?: unknown;
+    watched?: unknown;
+    told?: unknown;
+  };
 
 /**
  * Cancels job `id` within `scope` and returns it (status `cancelled`).
@@ -30,7 +36,7 @@ export async function cancelOne(pool: pg.Pool, schema: string, id: number, scope
   const row = rows[0];
   if (!row) throw new JobNotFoundError(id);
   if (!row.cancelled) throw new JobStateConflictError(id, row.status, "cancel");
-  const { cancelled: _, was_held: _held, old_status: _old, told: _told, ...job } = row;
+  const { cancelled: _, was_held: _held, old_status: _old, watched: _watched, told: _told, ...job } = row;
   return job;
 }
 

@@ -445,6 +445,7 @@ describe("lost jobs (DESIGN.md §6): neighbours run alone, culprits count", () =
       "maxRetries",
       "payload",
       "priority",
+      "timeoutSeconds",
       "type",
     ]);
     // Not due for other types, and not due once it is claimed.

@@ -69,8 +69,8 @@ export const cancelJob = (schema: string): Statement =>
  * in one statement fenced on those statuses, so that it and the owning worker's outcome write (fenced
  * on the held statuses too) cannot both apply. A held job's worker is told by a NOTIFY
  * `cancel:<id>` on the workers' channel (wake_workers), sent at commit; its advisory lock stays with
- * that worker until the handler is aborted. $1 id. Returns one row like {@link cancelJob}, plus
- * `was_held`: the job was claimed or running.
+ * that worker until the handler is aborted; waiters of a watched job are notified (waits.ts).
+ * $1 id. Returns one row like {@link cancelJob}, plus `was_held`: the job was claimed or running.
  */
 export const cancelAnyJob = (schema: string): Statement =>
   statement(
@@ -83,7 +83,7 @@ export const cancelAnyJob = (schema: string): Statement =>
      ), cancelled AS (
        UPDATE $S.jobs AS j SET status = 'cancelled', completed_at = now(), run_alone = false
        FROM before WHERE j.id = before.id
-       RETURNING ${jobSelectList(undefined, "j")}, before.old_status
+       RETURNING ${jobSelectList(undefined, "j")}, before.old_status, j.watched
      ), counted AS (
        ${countStatuses(
          `SELECT s, n FROM cancelled, (VALUES ('pending'::text, -1), ('cancelled', 1)) AS v(s, n)
@@ -94,9 +94,10 @@ export const cancelAnyJob = (schema: string): Statement =>
      )
      SELECT true AS cancelled, old_status <> 'pending' AS was_held, cancelled.*,
             CASE WHEN old_status <> 'pending' THEN $S.wake_workers('cancel:' || id) END AS told
-     FROM cancelled
+     FROM cancelled CROSS JOIN ${notifyWatched(schema, "cancelled")} AS n
      UNION ALL
-     SELECT false AS cancelled, false AS was_held, ${JOB_COLUMNS}, NULL::text, NULL::int FROM $S.jobs
+     SELECT false AS cancelled, false AS was_held, ${JOB_COLUMNS}, NULL::text, NULL::boolean, NULL::int
+     FROM $S.jobs
      WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cancelled)`,
   );
 
