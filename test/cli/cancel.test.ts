@@ -4,16 +4,13 @@
  * handler's signal aborts with a `JobCancelledError`, and a finished job exits 1 naming its status.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { after, before, describe, it } from "node:test";
-import { promisify } from "node:util";
 import { JobCancelledError } from "../../src/errors.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent } from "../helpers/events.js";
-import { CLI, cliEnv } from "../helpers/process.js";
+import { failingCli, runCli } from "../helpers/process.js";
 import { startWorker } from "../helpers/worker.js";
 
-const run = promisify(execFile);
 let db: TestDb;
 before(async () => {
   db = await createTestDb();
@@ -45,23 +42,20 @@ describe("taskqueue cancel", () => {
       const job = await db.ledger.addJob({ type: "cli_cancel" });
       await running;
       const discarded = waitForEvent(worker, "job:discarded", (e: { id: number }) => e.id === job.id, 10_000);
-      const { stdout } = await run(process.execPath, [CLI, "cancel", String(job.id)], { env: cliEnv(db) });
+      const stdout = await runCli(db, ["cancel", String(job.id)]);
       assert.match(stdout, new RegExp(`^job ${job.id}: cancelled \\(cli_cancel, attempt 0\\)$`, "m"));
       await discarded;
       assert.ok(reason instanceof JobCancelledError);
       const stored = await db.ledger.getJob(job.id);
       assert.equal(stored?.status, "cancelled");
       assert.equal(stored?.result, null);
-      const again = await run(process.execPath, [CLI, "cancel", String(job.id)], { env: cliEnv(db) }).then(
-        () => null,
-        (error: { code: number; stderr: string }) => error,
-      );
-      assert.equal(again?.code, 1);
-      assert.match(again?.stderr ?? "", /status is cancelled/);
+      const again = await failingCli(db, ["cancel", String(job.id)]);
+      assert.equal(again.code, 1);
+      assert.match(again.stderr, /status is cancelled/);
     } finally {
       await worker.stop();
     }
-    const { stdout: help } = await run(process.execPath, [CLI, "--help"], { env: cliEnv(db) });
+    const help = await runCli(db, ["--help"]);
     assert.match(help, /^ {2}cancel .*<job_id\.\.\.>/m);
   });
 });

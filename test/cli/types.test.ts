@@ -4,13 +4,10 @@
  * live workers; resume deletes it; a bad type exits 1 naming the field and writes nothing.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { after, before, describe, it } from "node:test";
-import { promisify } from "node:util";
 import { createTestDb, type TestDb } from "../helpers/db.js";
-import { CLI, cliEnv } from "../helpers/process.js";
+import { failingCli, runCli } from "../helpers/process.js";
 
-const run = promisify(execFile);
 let db: TestDb;
 before(async () => {
   db = await createTestDb();
@@ -19,10 +16,8 @@ after(async () => {
   await db.drop();
 });
 
-async function cli(args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [CLI, ...args], { env: cliEnv(db) });
-  return stdout;
-}
+/** The CLI on this file's schema (test/helpers/process.ts). */
+const cli = (args: string[]) => runCli(db, args);
 
 describe("taskqueue types", () => {
   it("pause, list and resume act on the database; list shows pending jobs and unhandled types", async () => {
@@ -52,15 +47,9 @@ describe("taskqueue types", () => {
   });
 
   it("a type name too long exits 1 naming the field, and pauses nothing", async () => {
-    await assert.rejects(
-      run(process.execPath, [CLI, "types", "pause", "x".repeat(201)], { env: cliEnv(db) }),
-      (error) => {
-        const { code, stderr } = error as { code: number; stderr: string };
-        assert.equal(code, 1);
-        assert.match(stderr, /type: must be a string of 1–200 characters/);
-        return true;
-      },
-    );
+    const { code, stderr } = await failingCli(db, ["types", "pause", "x".repeat(201)]);
+    assert.equal(code, 1);
+    assert.match(stderr, /type: must be a string of 1–200 characters/);
     assert.deepEqual(await db.sql("SELECT type FROM paused_types"), []);
   });
 
