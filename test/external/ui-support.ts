@@ -68,6 +68,15 @@ export async function openPage(
   return { context, page };
 }
 
+/**
+ * Waits until the dashboard shows `route` (its fragment, e.g. `#/jobs?status=done`) with its first
+ * read from the server done: the router marks the view `data-route` and `aria-busy="false"`, so a
+ * test never reads the rows of the page it navigated away from.
+ */
+export async function routeShown(page: Page, route: string): Promise<void> {
+  await page.locator(`#view[data-route="${route}"][aria-busy="false"]`).waitFor();
+}
+
 /** Saves a full-page screenshot as OUTPUT_DIR/`name`.png. */
 export async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(OUTPUT_DIR, `${name}.png`), fullPage: true });

@@ -23,6 +23,7 @@ import {
   depthShown,
   launch,
   openPage,
+  routeShown,
   screenshot,
   unavailable,
 } from "./ui-support.js";
@@ -159,12 +160,12 @@ describe("web dashboard in Chromium", () => {
     await page.getByLabel("Status").selectOption("done");
     await page.getByLabel("Type").fill("noop");
     await page.getByRole("button", { name: "Filter" }).click();
-    await page.waitForURL(/status=done&type=noop/);
-    await page.locator("tr[data-job]").nth(49).waitFor();
+    await routeShown(page, "#/jobs?status=done&type=noop");
     assert.equal(await page.locator("tr[data-job]").count(), 50);
     await screenshot(page, "jobs-1280");
     await page.getByRole("link", { name: "Older →" }).click();
-    await page.waitForFunction(() => document.querySelectorAll("tr[data-job]").length === 10);
+    await routeShown(page, "#/jobs?status=done&type=noop&offset=50");
+    assert.equal(await page.locator("tr[data-job]").count(), 10);
     const [first] = await db.sql<{ id: number }>("SELECT min(id)::int AS id FROM jobs WHERE type = 'noop'");
     await page.getByLabel("Job id").fill(String(first?.id));
     await page.getByRole("button", { name: "Open" }).click();

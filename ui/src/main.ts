@@ -47,6 +47,8 @@ async function tick(mine: number): Promise<void> {
     if (!(error instanceof ApiError && error.status === 401))
       notify(`Could not refresh: ${error instanceof Error ? error.message : String(error)}`, "error");
   }
+  // The page now shows what the server said for its route (or that it could not say).
+  if (mine === generation) view.setAttribute("aria-busy", "false");
   if (mine === generation && !document.hidden) timer = setTimeout(() => void tick(mine), REFRESH_MS);
 }
 
@@ -56,6 +58,9 @@ function show(): void {
   page = pageFor(location.hash);
   document.title = `${page.title} — taskqueue`;
   view.replaceChildren();
+  // `data-route` names what the view shows; `aria-busy` is true until its first read is done.
+  view.dataset.route = location.hash || "#/";
+  view.setAttribute("aria-busy", page.refresh ? "true" : "false");
   page.mount(view);
   for (const link of document.querySelectorAll<HTMLAnchorElement>("header nav a")) {
     const here = (location.hash || "#/").split("?")[0] ?? "";
