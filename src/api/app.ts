@@ -73,7 +73,7 @@ function packageVersion(): string {
  * GET /schedules, GET /types, POST /types/:type/pause, POST /types/:type/resume, GET /metrics, GET /metrics/prometheus,
  * GET /stats/types, GET /stats/throughput, GET /workers, GET /health, GET /ready, GET /docs (Swagger UI),
  * GET /docs/json (OpenAPI 3.1), GET /ui (the web dashboard, static files; routes/ui.ts). With
- * `config.apiToken`, every route but /health, /ready, /docs and /ui needs `Authorization: Bearer` (auth.ts).
+ * `config.apiToken`, every route but /health, /ready and /ui needs the token (auth.ts).
  * Every error answer is RFC 9457 problem+json (see problem.ts). The caller owns the ledger's pool;
  * `app.close()` does not end it. Registers taskqueue's two TypeBox kinds (`TaskQueue:*`, see
  * kinds.ts) in TypeBox's process-wide TypeRegistry, and nothing else there.
@@ -108,7 +108,7 @@ export async function buildApp(options: BuildAppOptions): Promise<FastifyInstanc
 
   if (logger) logRequests(app);
   app.setValidatorCompiler(typeBoxValidatorCompiler);
-  // With config.apiToken, every route needs the bearer token but /health, /ready, /docs and /ui
+  // With config.apiToken, every route needs the token but /health, /ready and the dashboard's files
   // (auth.ts); checked first, before any other hook looks at the request.
   registerBearerAuth(app, config.apiToken);
   // JSON only: any other media type is answered 415 (Fastify also parses text/plain by default).

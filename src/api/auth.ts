@@ -1,12 +1,14 @@
 /**
- * Bearer-token authentication of the HTTP API (DESIGN.md §10). With `apiToken` set
+ * Token authentication of the HTTP API (DESIGN.md §10). With `apiToken` set
  * (`TASKQUEUE_API_TOKEN`, or the file named by `TASKQUEUE_API_TOKEN_FILE`), every route needs
- * `Authorization: Bearer <token>` except those whose route config says `auth: false`: `/health`
- * and `/ready` (probes, which a load balancer calls without credentials) and `/docs` (the Swagger
- * UI and the OpenAPI document: the API's shape, no data; its "Authorize" button takes the token
- * for the calls it makes), and the dashboard's static files (`/ui`: no data; the page sends the
- * token with its calls). A refused request is answered 401 problem+json with
- * `WWW-Authenticate: Bearer` before its body is read.
+ * the token except those whose route config says `auth: false`: `/health` and `/ready` (probes,
+ * which a load balancer calls without credentials) and the dashboard's static files (`/ui`: its
+ * sign-in page; they hold no data, and the page sends the token with every call it makes). The
+ * token is sent as `Authorization: Bearer <token>`; `/docs` (the Swagger UI and the OpenAPI document, which a
+ * person opens in a browser, which cannot add a header to a typed address) also takes it as the
+ * password of HTTP Basic authentication (any user name), and offers Basic in its challenge, so that
+ * the browser asks for it once and sends it with the page's own requests. A refused request is answered 401 problem+json with
+ * `WWW-Authenticate` before its body is read.
  *
  * The comparison is of SHA-256 digests with `crypto.timingSafeEqual`: both sides are 32 bytes
  * whatever the token's length, so neither the length nor a matching prefix shows in the timing.
@@ -20,8 +22,10 @@ import { PROBLEM_CONTENT_TYPE } from "./problem.js";
 
 declare module "fastify" {
   interface FastifyContextConfig {
-    /** `false`: the route answers without a token (probes and docs). Default: a token is required. */
+    /** `false`: the route answers without a token (probes, the dashboard's files). Default: required. */
     auth?: boolean;
+    /** `true`: a refusal also offers HTTP Basic, so that a browser asks for the token (`/docs`). */
+    browserAuth?: boolean;
   }
 }
 
@@ -39,8 +43,9 @@ export const BEARER_SECURITY_SCHEME = {
   type: "http",
   scheme: "bearer",
   description:
-    "The API token (TASKQUEUE_API_TOKEN), sent as `Authorization: Bearer <token>`. Needed by every " +
-    "route but /health, /ready, /docs and /ui when the server has a token.",
+    "The API token (TASKQUEUE_API_TOKEN), sent as `Authorization: Bearer <token>` (/docs also takes " +
+    "it as an HTTP Basic password, for a browser). Needed by every route but /health, /ready and the " +
+    "dashboard's files (/ui) when the server has a token.",
 } as const;
 
 function digest(text: string): Buffer {
@@ -48,16 +53,31 @@ function digest(text: string): Buffer {
 }
 
 /**
- * A checker of `Authorization` header values against `token`: true only for `Bearer <token>`
- * (scheme case-insensitive, as RFC 9110 has it). Constant-time in the presented token's content.
+ * A checker of `Authorization` header values against `token`: true only for `Bearer <token>`, or,
+ * with `basic` (the routes a browser opens, `/docs`), also `Basic base64(<any user name>:<token>)`
+ * (RFC 7617; what a browser sends once it has asked for the credentials). Schemes are
+ * case-insensitive, as RFC 9110 has them. Constant-time in the presented token's content.
  */
-export function bearerChecker(token: string): (authorization: string | undefined) => boolean {
+export function bearerChecker(
+  token: string,
+): (authorization: string | undefined, basic?: boolean) => boolean {
   const expected = digest(token);
-  return (authorization) => {
-    const match = /^Bearer[ ]+([^\s]+)[ ]*$/i.exec(authorization ?? "");
-    if (!match?.[1]) return false;
-    return timingSafeEqual(digest(match[1]), expected);
+  return (authorization, basic = false) => {
+    const presented = presentedToken(authorization ?? "", basic);
+    return presented !== null && timingSafeEqual(digest(presented), expected);
   };
+}
+
+/** The token an `Authorization` value carries: Bearer's credentials, or (`basic`) Basic's password. */
+function presentedToken(authorization: string, basic: boolean): string | null {
+  const bearer = /^Bearer[ ]+([^\s]+)[ ]*$/i.exec(authorization);
+  if (bearer?.[1]) return bearer[1];
+  if (!basic) return null;
+  const credentials = /^Basic[ ]+([A-Za-z0-9+/]+={0,2})[ ]*$/i.exec(authorization);
+  if (!credentials?.[1]) return null;
+  const decoded = Buffer.from(credentials[1], "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  return colon < 0 || colon === decoded.length - 1 ? null : decoded.slice(colon + 1);
 }
 
 /**
@@ -69,17 +89,16 @@ export function bearerAuthHook(token: string): onRequestHookHandler {
   const matches = bearerChecker(token);
   return function checkBearer(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
     const authorization = request.headers.authorization;
-    if (request.routeOptions.config?.auth === false || matches(authorization)) {
+    const browser = request.routeOptions.config?.browserAuth === true;
+    if (request.routeOptions.config?.auth === false || matches(authorization, browser)) {
       done();
       return;
     }
     const presented = authorization !== undefined;
+    const bearer = presented ? `Bearer realm="${REALM}", error="invalid_token"` : `Bearer realm="${REALM}"`;
     reply
       .code(401)
-      .header(
-        "www-authenticate",
-        presented ? `Bearer realm="${REALM}", error="invalid_token"` : `Bearer realm="${REALM}"`,
-      )
+      .header("www-authenticate", browser ? [bearer, `Basic realm="${REALM}", charset="UTF-8"`] : bearer)
       .type(PROBLEM_CONTENT_TYPE)
       .send({
         type: UNAUTHORIZED_PROBLEM_TYPE,
@@ -96,14 +115,15 @@ export function bearerAuthHook(token: string): onRequestHookHandler {
 /**
  * Installs token authentication on `app` when `token` is set: the hook of {@link bearerAuthHook}
  * on every request (unknown routes too, so a stranger learns nothing of which exist), and
- * `auth: false` on every route registered afterwards under `/docs`. Call it before registering
+ * `browserAuth` on every route registered afterwards under `/docs`, which a person opens in a
+ * browser (the browser then asks for the token, as a Basic password). Call it before registering
  * routes. With no token it does nothing.
  */
 export function registerBearerAuth(app: FastifyInstance, token: string | undefined): void {
   if (token === undefined) return;
   app.addHook("onRoute", (route) => {
     if (route.url === "/docs" || route.url.startsWith("/docs/"))
-      route.config = { ...(route.config ?? {}), auth: false };
+      route.config = { ...(route.config ?? {}), browserAuth: true };
   });
   app.addHook("onRequest", bearerAuthHook(token));
 }

@@ -1,6 +1,6 @@
 /**
- * Bearer-token authentication (src/api/auth.ts): every route but /health, /ready and /docs needs
- * the token; 401 problem+json with WWW-Authenticate; the token from a file; the refusal to serve
+ * Token authentication (src/api/auth.ts): every route but /health, /ready and the dashboard's
+ * files needs the token (Bearer, or a Basic password; /docs offers Basic to browsers); 401 problem+json with WWW-Authenticate; the token from a file; the refusal to serve
  * without a token on a non-loopback address, through the real CLI.
  */
 import assert from "node:assert/strict";
@@ -104,15 +104,53 @@ describe("an API with a token", () => {
     assertProblem(known, 404);
   });
 
-  it("serves /health, /ready, the docs and the dashboard's files without a token", async () => {
-    for (const url of ["/health", "/ready", "/docs", "/docs/json", "/ui", "/ui/app.js"]) {
+  it("serves /health, /ready and the dashboard's files without a token", async () => {
+    for (const url of ["/health", "/ready", "/ui", "/ui/app.js"]) {
       const res = await app.inject({ method: "GET", url });
       assert.equal(res.statusCode, 200, `${url}: ${res.statusCode}`);
     }
   });
 
+  it("asks a browser for the token on /docs (a Basic challenge), and takes it as a Basic password", async () => {
+    for (const url of ["/docs", "/docs/json"]) {
+      const refused = await app.inject({ method: "GET", url });
+      assertProblem(refused, 401);
+      assert.deepEqual(refused.headers["www-authenticate"], [
+        'Bearer realm="taskqueue"',
+        'Basic realm="taskqueue", charset="UTF-8"',
+      ]);
+      const basic = (user: string, password: string) =>
+        `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
+      const asBrowser = await app.inject({
+        method: "GET",
+        url,
+        headers: { authorization: basic("me", TOKEN) },
+      });
+      assert.ok([200, 302].includes(asBrowser.statusCode), `${url} with Basic: ${asBrowser.statusCode}`);
+      const wrong = await app.inject({
+        method: "GET",
+        url,
+        headers: { authorization: basic(TOKEN, "nope") },
+      });
+      assertProblem(wrong, 401);
+      const withBearer = await app.inject({
+        method: "GET",
+        url,
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      assert.equal(withBearer.statusCode, asBrowser.statusCode);
+    }
+    // Other routes challenge with Bearer only (an API client is not asked for a password).
+    assert.equal(
+      (await app.inject({ method: "GET", url: "/jobs" })).headers["www-authenticate"],
+      'Bearer realm="taskqueue"',
+    );
+  });
+
   it("declares the bearer scheme in the OpenAPI document, required everywhere but the probes", async () => {
-    const doc = (await app.inject({ method: "GET", url: "/docs/json" })).json<{
+    const doc = (
+      await app.inject({ method: "GET", url: "/docs/json", headers: { authorization: `Bearer ${TOKEN}` } })
+    ).json<{
       components: { securitySchemes: Record<string, unknown> };
       security?: unknown;
       paths: Record<string, Record<string, { security?: unknown }>>;
@@ -145,12 +183,28 @@ describe("an API without a token", () => {
 });
 
 describe("the token check", () => {
-  it("accepts exactly `Bearer <token>`", () => {
+  it("accepts exactly `Bearer <token>`, or where asked for, the token as a Basic password", () => {
     const matches = bearerChecker(TOKEN);
+    const base64 = (text: string) => Buffer.from(text).toString("base64");
     assert.equal(matches(`Bearer ${TOKEN}`), true);
     assert.equal(matches(`BEARER  ${TOKEN} `), true);
-    for (const header of [undefined, "", "Bearer", "Bearer ", `Bearer ${TOKEN} extra`, `Token ${TOKEN}`])
-      assert.equal(matches(header), false, String(header));
+    assert.equal(matches(`Basic ${base64(`anyone:${TOKEN}`)}`, true), true);
+    assert.equal(matches(`basic ${base64(`:${TOKEN}`)}`, true), true);
+    assert.equal(matches(`Basic ${base64(`anyone:${TOKEN}`)}`), false, "Basic only where a browser is asked");
+    for (const header of [
+      undefined,
+      "",
+      "Bearer",
+      "Bearer ",
+      `Bearer ${TOKEN} extra`,
+      `Token ${TOKEN}`,
+      `Basic ${base64(TOKEN)}`,
+      `Basic ${base64(`${TOKEN}:`)}`,
+      `Basic ${base64(`${TOKEN}:x`)}`,
+      `Basic ${base64(`a:${TOKEN}x`)}`,
+      "Basic !!!",
+    ])
+      assert.equal(matches(header, true), false, String(header));
   });
 
   it("takes the token from TASKQUEUE_API_TOKEN or the file TASKQUEUE_API_TOKEN_FILE names", () => {
