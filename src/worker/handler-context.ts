@@ -69,7 +69,8 @@ export class HandlerContexts {
 
   /**
    * Runs the job's handler: in this process, or in a child process of the lane's sandbox pool for
-   * a sandboxed handler (which gets the job's data only: `progress` and `complete` reject there).
+   * a sandboxed handler (which gets the job's data and `progress`, written here for `entry`;
+   * `complete` rejects there).
    * Never throws: a failure (a throw, a result that cannot be stored, a crash of the handler's
    * process) is `{ error }`.
    */
@@ -84,7 +85,9 @@ export class HandlerContexts {
       if (isSandboxed(handler)) {
         this.sandbox ??= new SandboxPool(this.deps.sandbox);
         const { id, type, payload, attempt, maxRetries } = job;
-        return await this.sandbox.run(handler, { id, type, payload, attempt, maxRetries }, signal);
+        return await this.sandbox.run(handler, { id, type, payload, attempt, maxRetries }, signal, (value) =>
+          this.progress(entry, value),
+        );
       }
       return resultOutcome(await handler(this.handlerJob(entry), signal));
     } catch (error) {

@@ -12,6 +12,11 @@
  * - Crashes delay the next fork by a capped exponential backoff ({@link RESTART_BACKOFF}), reset
  *   once a child has lived {@link RESTART_BACKOFF}.resetAfterMs; each distinct crash is logged at
  *   its 1st, 2nd, 4th, 8th... occurrence with its count, not once per crash.
+ * - The handler's `job.progress(value)` arrives as a `progress` message; the pool writes it with the
+ *   `progress` function {@link SandboxPool.run} was given for that job (the handler context's, fenced
+ *   like an in-process handler's) and answers the child with the outcome. A message for a job the
+ *   child no longer runs is refused (`JobClaimLostError`) and never written. The pool never waits on
+ *   the child for anything about progress: the answer is sent, not awaited.
  * - An abort of the job's signal is sent to the child (its handler's signal aborts with a
  *   `JobAbortedError` of the same reason); a child that has not answered within `killGraceMs` is
  *   SIGKILLed (and replaced when a job needs it).
@@ -19,7 +24,13 @@
  *   then SIGKILL for any still alive after `killGraceMs`.
  */
 import { type ChildProcess, fork } from "node:child_process";
-import { JobAbortedError, JobTimeoutError } from "../../errors.js";
+import {
+  JobAbortedError,
+  JobClaimLostError,
+  JobTimeoutError,
+  JobValidationError,
+  TaskQueueError,
+} from "../../errors.js";
 import type { Logger } from "../../log.js";
 import type { HandlerJobData, SandboxedHandler } from "../registry.js";
 import type { HandlerOutcome } from "./outcome.js";
@@ -59,7 +70,16 @@ interface Child {
 interface RunningSandboxedJob {
   id: number;
   settle(outcome: HandlerOutcome): void;
+  /** Writes the job's progress (absent while a child is only reserved). */
+  progress?: JobProgress;
 }
+
+/** Writes a running job's progress for its sandboxed handler (the handler context's `job.progress`). */
+export type JobProgress = (value: unknown) => Promise<void>;
+
+/** The `progress` of a job run without one: it refuses, naming why. */
+const noProgress: JobProgress = () =>
+  Promise.reject(new TaskQueueError("sandbox_unsupported", "job.progress() is not available for this job"));
 
 export class SandboxPool {
   private readonly children = new Set<Child>();
@@ -83,9 +103,15 @@ export class SandboxPool {
 
   /**
    * Runs `job` with `handler` in a child: waits for an idle child, or forks one (after the restart
-   * backoff, if children crashed). Never throws: a failure of any kind is `{ error }`.
+   * backoff, if children crashed). The handler's `job.progress(value)` calls `progress` while the
+   * job runs. Never throws: a failure of any kind is `{ error }`.
    */
-  async run(handler: SandboxedHandler, job: HandlerJobData, signal: AbortSignal): Promise<HandlerOutcome> {
+  async run(
+    handler: SandboxedHandler,
+    job: HandlerJobData,
+    signal: AbortSignal,
+    progress: JobProgress = noProgress,
+  ): Promise<HandlerOutcome> {
     let child: Child;
     try {
       child = await this.acquire(signal);
@@ -110,6 +136,7 @@ export class SandboxPool {
       };
       child.job = {
         id: job.id,
+        progress,
         settle: (outcome) => {
           clearTimeout(killTimer);
           signal.removeEventListener("abort", onAbort);
@@ -203,6 +230,7 @@ export class SandboxPool {
 
   private onMessage(child: Child, message: FromChild): void {
     if (message.kind === "crash") child.report = message.error;
+    else if (message.kind === "progress") void this.progress(child, message);
     else if (child.job?.id === message.jobId)
       child.job.settle(
         message.kind === "done"
@@ -211,6 +239,28 @@ export class SandboxPool {
             ? { error: message.error, permanent: true }
             : { error: message.error },
       );
+  }
+
+  /**
+   * Writes a child's progress for the job it runs, and answers it (the error's message, code and
+   * problems if refused). Sends the answer without waiting for it. Never throws.
+   */
+  private async progress(child: Child, message: Extract<FromChild, { kind: "progress" }>): Promise<void> {
+    const { jobId, requestId } = message;
+    let answer: Extract<ToChild, { kind: "progressed" }> = { kind: "progressed", jobId, requestId };
+    try {
+      const job = child.job;
+      if (job?.id !== jobId || !job.progress) throw new JobClaimLostError(jobId, "progress");
+      await job.progress(JSON.parse(message.json));
+    } catch (error) {
+      answer = {
+        ...answer,
+        error: error instanceof Error ? error.message : String(error),
+        ...(error instanceof TaskQueueError ? { code: error.code } : {}),
+        ...(error instanceof JobValidationError ? { problems: error.problems } : {}),
+      };
+    }
+    this.send(child, answer);
   }
 
   /** A child exited: fails the job it ran, and counts a crash unless the pool ended it. */

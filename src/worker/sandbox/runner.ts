@@ -2,11 +2,14 @@
  * The entry module of a sandboxed handler's child process (forked by pool.ts). It runs one job at
  * a time: imports the handler module named in the `run` message (cached per module and export),
  * calls the handler with the job and an AbortSignal that the worker's `abort` message aborts (its
- * reason a `JobAbortedError` of the same kind: `JobCancelledError`, `JobTimeoutError`, …), and answers the outcome. An uncaught exception or
- * unhandled rejection is reported to the worker and ends the process with code 1; a `stop`
- * message or a disconnected IPC channel (the worker stopped or died) ends it with code 0.
+ * reason a `JobAbortedError` of the same kind: `JobCancelledError`, `JobTimeoutError`, …), and
+ * answers the outcome. The job's `progress(value)` asks the worker to write it (a `progress`
+ * message) and settles with the worker's answer. An uncaught exception or unhandled rejection is
+ * reported to the worker and ends the process with code 1; a `stop` message or a disconnected IPC
+ * channel (the worker stopped or died) ends it with code 0.
  */
-import { jobAbortError, TaskQueueError } from "../../errors.js";
+import { JobClaimLostError, JobValidationError, jobAbortError, TaskQueueError } from "../../errors.js";
+import { toStorableJson } from "../../queue/validate.js";
 import type { HandlerJob, HandlerJobData, JobHandler } from "../registry.js";
 import { describeError, failureOutcome, type HandlerOutcome, resultOutcome } from "./outcome.js";
 import type { FromChild, ToChild } from "./protocol.js";
@@ -19,13 +22,17 @@ if (typeof process.send !== "function") {
 const handlers = new Map<string, Promise<JobHandler>>();
 let current: { jobId: number; controller: AbortController } | null = null;
 let crashing = false;
+/** The `progress` messages sent and not yet answered, by request id. */
+const pendingProgress = new Map<number, { resolve(): void; reject(error: Error): void }>();
+let lastRequestId = 0;
 
-function send(message: FromChild, then?: () => void): void {
+/** Sends `message`; `then` runs once it is sent, or failed to be (with the error). */
+function send(message: FromChild, then?: (error: Error | null) => void): void {
   try {
-    process.send?.(message, undefined, {}, () => then?.());
-  } catch {
+    process.send?.(message, undefined, {}, (error: Error | null) => then?.(error ?? null));
+  } catch (error) {
     // The channel closed: the worker is gone, and so is whoever the answer was for.
-    then?.();
+    then?.(error instanceof Error ? error : new Error(String(error)));
   }
 }
 
@@ -59,25 +66,69 @@ function load(module: string, exportName: string): Promise<JobHandler> {
 }
 
 /**
- * The job as a sandboxed handler gets it: `progress` and `complete` write through the worker's
- * connections, which this process does not have; they reject.
+ * The job as a sandboxed handler gets it. `progress` is written by the worker (see
+ * {@link progressOf}); `complete` rejects: it writes on the worker's database connections, which
+ * this process does not have.
  */
-function withoutWrites(job: HandlerJobData): HandlerJob {
-  const unavailable = (what: string) => () =>
-    Promise.reject(
-      new TaskQueueError("sandbox_unsupported", `job.${what}() is not available in a sandboxed handler`),
-    );
-  return { ...job, progress: unavailable("progress"), complete: unavailable("complete") };
+function sandboxJob(job: HandlerJobData, run: NonNullable<typeof current>): HandlerJob {
+  return {
+    ...job,
+    progress: progressOf(job.id, run),
+    complete: () =>
+      Promise.reject(
+        new TaskQueueError(
+          "sandbox_unsupported",
+          "job.complete() is not available in a sandboxed handler: it needs the worker's database " +
+            "connection, which the handler's process does not have; return the result instead",
+        ),
+      ),
+  };
+}
+
+/**
+ * `job.progress` of run `run` (job `jobId`): checks the value is storable JSON here (a BigInt, NaN
+ * or a cycle cannot cross as JSON; the same `JobValidationError` as in the worker's process), then
+ * asks the worker to write it, and settles with its answer. Once the handler has returned it
+ * rejects with a `JobClaimLostError` and sends nothing, as in the worker's process. No timer: the
+ * worker always answers (its write is bounded by its pool), and if it or this process dies, so
+ * does the wait.
+ */
+function progressOf(jobId: number, run: NonNullable<typeof current>): (value: unknown) => Promise<void> {
+  return (value) => {
+    if (current !== run) return Promise.reject(new JobClaimLostError(jobId, "progress"));
+    const stored = toStorableJson(value, "progress");
+    if ("problem" in stored) return Promise.reject(new JobValidationError([stored.problem]));
+    const requestId = ++lastRequestId;
+    return new Promise<void>((resolve, reject) => {
+      pendingProgress.set(requestId, { resolve, reject });
+      send({ kind: "progress", jobId, requestId, json: stored.json }, (error) => {
+        if (!error || !pendingProgress.delete(requestId)) return;
+        reject(new TaskQueueError("sandbox_ipc", `progress could not reach the worker: ${error.message}`));
+      });
+    });
+  };
+}
+
+/** Settles the `progress` call the worker answered, with the worker's error if it refused. */
+function progressed(answer: Extract<ToChild, { kind: "progressed" }>): void {
+  const pending = pendingProgress.get(answer.requestId);
+  if (!pending) return;
+  pendingProgress.delete(answer.requestId);
+  if (answer.error === undefined) pending.resolve();
+  else if (answer.code === "job_claim_lost") pending.reject(new JobClaimLostError(answer.jobId, "progress"));
+  else if (answer.problems) pending.reject(new JobValidationError(answer.problems));
+  else pending.reject(new TaskQueueError(answer.code ?? "progress_failed", answer.error));
 }
 
 async function run(message: Extract<ToChild, { kind: "run" }>): Promise<void> {
   const { job } = message;
   const controller = new AbortController();
-  current = { jobId: job.id, controller };
+  const thisRun = { jobId: job.id, controller };
+  current = thisRun;
   let outcome: HandlerOutcome;
   try {
     const handler = await load(message.module, message.exportName);
-    outcome = resultOutcome(await handler(withoutWrites(job), controller.signal));
+    outcome = resultOutcome(await handler(sandboxJob(job, thisRun), controller.signal));
   } catch (error) {
     // A permanent error (errors.ts) crosses as a flag: the worker skips the job's retries.
     outcome = failureOutcome(error);
@@ -93,6 +144,7 @@ async function run(message: Extract<ToChild, { kind: "run" }>): Promise<void> {
 
 process.on("message", (message: ToChild) => {
   if (message.kind === "run") void run(message);
+  else if (message.kind === "progressed") progressed(message);
   else if (message.kind === "stop") process.exit(0);
   else if (message.kind === "abort" && current?.jobId === message.jobId)
     current.controller.abort(
