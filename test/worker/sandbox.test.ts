@@ -3,11 +3,17 @@
  * rejection unhandled in its child process fails only its own job, which dead-letters after its
  * retries with the crash named; the jobs sharing the worker finish on their first attempt. Aborts
  * reach the child with their reason; a child that does not answer is SIGKILLed; results cross as
- * JSON; no child outlives the worker.
+ * JSON; no child outlives the worker. `job.progress()` in the child is written by the worker (row
+ * and waiters), refused as in the worker's process; `job.complete()` is refused.
  */
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
+import { JobClaimLostError } from "../../src/errors.js";
+import { storableJson } from "../../src/queue/handler-writes.js";
+import { LIMITS } from "../../src/queue/job-shape.js";
 import type { FailedStatus } from "../../src/queue/lock-session.js";
+import type { JsonValue } from "../../src/queue/types.js";
 import type { HandlerJob } from "../../src/worker/registry.js";
 import type { Worker } from "../../src/worker/worker.js";
 import { fixture, isAlive, scratch, startSandboxWorker, until } from "../fixtures/sandbox-worker.js";
@@ -221,5 +227,113 @@ describe("aborts and results cross to the child process", () => {
     assert.deepEqual(report.abandonedJobIds.sort(), [spin, sleepy].sort());
     assertChildrenGone(log);
     for (const job of jobs.slice(0, 2)) assert.equal((await db.ledger.getJob(job.id))?.status, "pending");
+  });
+});
+
+describe("job.progress() in a sandboxed handler", () => {
+  /** How the worker's own process refuses `value` as progress: name, code and message. */
+  function inProcessRefusal(value: unknown): { name: string; code: string; message: string } {
+    try {
+      storableJson(value, "progress", LIMITS.progressBytes);
+    } catch (error) {
+      const { name, code, message } = error as Error & { code: string };
+      return { name, code, message };
+    }
+    return assert.fail("the worker's process stored it");
+  }
+
+  it("is written on the job's row and pushed to its waiter; each call resolves once written", async () => {
+    const log = "progress.jsonl";
+    const worker = await startSandboxWorker(db, { progress: fixture("reportsProgress") }, { workerCount: 1 });
+    try {
+      const gate = files.file("progress-gate");
+      const job = await db.ledger.addJob({ type: "progress", payload: { file: files.file(log), gate } });
+      const seen: JsonValue[] = [];
+      const waiting = db.ledger.waitForJob(job.id, { timeoutMs: 30_000, onProgress: (v) => seen.push(v) });
+      await until(async () => {
+        const rows = await db.sql<{ watched: boolean }>("SELECT watched FROM jobs WHERE id = $1", [job.id]);
+        return rows[0]?.watched === true;
+      }, "the wait to watch the job");
+      worker.wake();
+      for (const done of [1, 2]) {
+        await until(
+          () => files.read(log).some((l) => l.what === "progressed" && l.done === done),
+          `progress ${done} to resolve in the child`,
+        );
+        assert.deepEqual((await db.ledger.getJob(job.id))?.progress, { done, of: 2 });
+        await until(
+          () => seen.some((v) => (v as { done?: number }).done === done),
+          `the waiter to hear progress ${done}`,
+        );
+        writeFileSync(`${gate}.${done}`, "");
+      }
+      const finished = await waiting;
+      assert.equal(finished.status, "done");
+      assert.deepEqual(finished.progress, { done: 2, of: 2 });
+      assert.deepEqual(seen, [
+        { done: 1, of: 2 },
+        { done: 2, of: 2 },
+      ]);
+    } finally {
+      await worker.stop();
+    }
+    assertChildrenGone(log);
+  });
+
+  it("a value that cannot be stored rejects as in the worker's process; the handler that catches it completes", async () => {
+    const worker = await startSandboxWorker(
+      db,
+      { unstorable: fixture("reportsUnstorable") },
+      { workerCount: 1 },
+    );
+    try {
+      const job = await db.ledger.addJob({ type: "unstorable", maxRetries: 0 });
+      const completed = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job.id);
+      worker.wake();
+      await completed;
+      const row = await db.ledger.getJob(job.id);
+      assert.equal(row?.status, "done");
+      assert.equal(row?.progress, null, "nothing was written");
+      const { complete, ...refusals } = (row?.result ?? {}) as Record<string, { message: string }>;
+      assert.deepEqual(refusals, {
+        // Refused in the child: JSON cannot carry them to the worker.
+        bigint: inProcessRefusal({ n: 10n }),
+        nan: inProcessRefusal({ ratio: Number.NaN }),
+        // Refused by the worker (over 8 KiB), answered to the child.
+        tooLarge: inProcessRefusal("x".repeat(9000)),
+      });
+      assert.equal(refusals.bigint?.message.includes("BigInt"), true);
+      assert.match(
+        complete?.message ?? "",
+        /^job\.complete\(\) is not available in a sandboxed handler: it needs the worker's database connection/,
+      );
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it("progress after the claim was lost rejects with JobClaimLostError and writes nothing", async () => {
+    const log = "progress-lost.jsonl";
+    const worker = await startSandboxWorker(db, { lost: fixture("progressAfterAbort") }, { workerCount: 1 });
+    try {
+      const job = await db.ledger.addJob({ type: "lost", payload: { file: files.file(log) } });
+      worker.wake();
+      await until(() => files.read(log).some((l) => l.what === "start"), "the handler to start");
+      await db.sql("UPDATE jobs SET worker_id = 'someone-else' WHERE id = $1", [job.id]);
+      await until(
+        () => files.read(log).some((l) => l.what === "progress after abort"),
+        "the late progress to settle",
+      );
+      const line = files.read(log).find((l) => l.what === "progress after abort");
+      assert.deepEqual(line?.outcome, {
+        name: "JobClaimLostError",
+        code: "job_claim_lost",
+        message: new JobClaimLostError(job.id, "progress").message,
+      });
+      assert.equal((await db.ledger.getJob(job.id))?.progress, null);
+    } finally {
+      await worker.stop();
+    }
+    assertChildrenGone(log);
   });
 });
