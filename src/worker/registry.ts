@@ -25,7 +25,8 @@ export interface HandlerJob extends HandlerJobData {
   /**
    * Stores `value` (any JSON, at most 8 KiB as JSON text) as the job's progress: shown by getJob
    * and GET /jobs/{id}, and pushed to `waitForJob(id, { onProgress })`. One fenced write per call,
-   * resolved once written; report at a human rate, not per item of a tight loop.
+   * resolved once written; report at a human rate, not per item of a tight loop. In a sandboxed
+   * handler the worker writes it (an IPC round trip), with the same errors.
    * @throws {JobValidationError} not JSON-serialisable, or over 8 KiB.
    * @throws {JobClaimLostError} this worker no longer owns the claim (nothing written), or the
    *   handler has already returned.
@@ -37,7 +38,8 @@ export interface HandlerJob extends HandlerJobData {
    * transaction commits, and not at all if it rolls back. Commit before the handler returns: the
    * worker then writes nothing more for the job (its return value is ignored). If the transaction
    * did not commit, the attempt fails (the handler's own error if it threw) and is retried as any
-   * failure. Until the transaction ends the job's row stays locked: keep it short.
+   * failure. Until the transaction ends the job's row stays locked: keep it short. Not available
+   * in a sandboxed handler (rejects with code `sandbox_unsupported`).
    * @throws {JobValidationError} `result` not JSON-serialisable or over 1 MiB.
    * @throws {JobClaimLostError} the fence refused it (this worker lost the claim, or the handler
    *   has already returned): nothing was written; roll back.
