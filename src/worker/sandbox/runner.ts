@@ -67,8 +67,8 @@ function load(module: string, exportName: string): Promise<JobHandler> {
 
 /**
  * The job as a sandboxed handler gets it. `progress` is written by the worker (see
- * {@link progressOf}); `complete` rejects: it writes on the worker's database connections, which
- * this process does not have.
+ * {@link progressOf}); `complete` rejects: it needs the worker's database connection (its fenced
+ * completion statement), which this process does not have.
  */
 function sandboxJob(job: HandlerJobData, run: NonNullable<typeof current>): HandlerJob {
   return {
@@ -90,8 +90,8 @@ function sandboxJob(job: HandlerJobData, run: NonNullable<typeof current>): Hand
  * or a cycle cannot cross as JSON; the same `JobValidationError` as in the worker's process), then
  * asks the worker to write it, and settles with its answer. Once the handler has returned it
  * rejects with a `JobClaimLostError` and sends nothing, as in the worker's process. No timer: the
- * worker always answers (its write is bounded by its pool), and if it or this process dies, so
- * does the wait.
+ * worker answers every message once its write ends (bounded as an in-process handler's write is),
+ * and if the worker or this process dies, so does the wait.
  */
 function progressOf(jobId: number, run: NonNullable<typeof current>): (value: unknown) => Promise<void> {
   return (value) => {
