@@ -62,8 +62,10 @@ BEGIN
            b.tokens_now, at_time, l.rate_per_second, r.running_room
     FROM :SCHEMA.type_limits AS l
     CROSS JOIN LATERAL (
-      SELECT (l.max_running - (SELECT count(*) FROM :SCHEMA.jobs AS j
-                               WHERE j.type = l.type AND j.status IN ('claimed', 'running')))::int AS running_room
+      SELECT CASE WHEN l.max_running IS NOT NULL
+                  THEN (l.max_running - (SELECT count(*) FROM :SCHEMA.jobs AS j
+                                         WHERE j.type = l.type AND j.status IN ('claimed', 'running')))::int
+             END AS running_room
     ) AS r
     CROSS JOIN LATERAL (
       SELECT least(coalesce(l.burst, ceil(l.rate_per_second)),
