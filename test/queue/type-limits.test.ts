@@ -7,8 +7,12 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
+import pg from "pg";
 import { JobValidationError } from "../../src/errors.js";
-import { createTestDb, type TestDb, type TestLockSession } from "../helpers/db.js";
+import { lockClassFor } from "../../src/queue/lock-class.js";
+import { lockSessionSettings } from "../../src/queue/sql/claim.js";
+import { claimLimitedJobs } from "../../src/queue/sql/claim-limited.js";
+import { createTestDb, DATABASE_URL, type TestDb, type TestLockSession } from "../helpers/db.js";
 
 let db: TestDb;
 
@@ -154,6 +158,45 @@ describe("the limited claim", () => {
     assert.equal((await session.claimReporting(["lim"], 10)).aloneDue, true);
     assert.ok(await session.claimAlone(["lim"]), "the run-alone claim takes it, beyond max_running");
     assert.equal(await held("lim"), 2);
+  });
+});
+
+describe("the limited claim's plan", () => {
+  interface PlanNode {
+    "Node Type": string;
+    "Relation Name"?: string;
+    "Index Name"?: string;
+    "Index Cond"?: string;
+    Plans?: PlanNode[];
+  }
+  const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+
+  it("reads only its own types' pending jobs through the claim index, and no table sequentially", async () => {
+    await db.ledger.setTypeLimit("lim", { maxRunning: 50, ratePerSecond: 100 });
+    await addJobs("lim", 20);
+    await addJobs("other", 3000);
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    await client.connect();
+    try {
+      await client.query(lockSessionSettings);
+      const { rows } = await client.query(
+        `EXPLAIN (ANALYZE, FORMAT JSON) ${claimLimitedJobs(db.schema).text}`,
+        [["lim"], 10, lockClassFor(db.schema), "w", "{}"],
+      );
+      const plan = nodes((rows[0]["QUERY PLAN"] as { Plan: PlanNode }[])[0]?.Plan as PlanNode);
+      assert.deepEqual(
+        plan.filter((n) => n["Node Type"] === "Seq Scan").map((n) => n["Relation Name"]),
+        [],
+        "no sequential scan",
+      );
+      const claimIndex = plan.filter((n) => n["Index Name"] === "jobs_claim_idx");
+      assert.ok(claimIndex.length >= 2, "candidates and the due probe walk the claim index");
+      for (const scan of claimIndex)
+        assert.match(scan["Index Cond"] ?? "", /type = /, "each walk of the claim index is led by the type");
+    } finally {
+      await client.end();
+    }
+    assert.equal(await held("lim"), 10);
   });
 });
 

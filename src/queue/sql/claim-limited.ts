@@ -24,6 +24,10 @@ import { type Statement, statement } from "./statement.js";
  * `refilled_at` the time the function refilled it to.
  * $1 types text[], $2 most jobs int, $3 lock class int4, $4 worker id text, $5 ids to unlock bigint[].
  *
+ * `more_due` is a scalar subquery with LIMIT 1, not EXISTS: the planner may answer an EXISTS with
+ * a hashed subplan that reads every due pending job of every type. The report row's record is
+ * built in FROM, so that it is evaluated once, not once per column.
+ *
  * Returns the claimed jobs in claim order, then one report row (every column NULL but `payload`),
  * whose payload is `{aloneDue, waitSeconds, heldBack}`: whether run-alone jobs of `$1` are due
  * (limits do not apply to them); the seconds until the next token of the soonest type that the
@@ -52,9 +56,10 @@ export const claimLimitedJobs = (schema: string): Statement =>
      ${CLAIM_TAIL({ lockClass: "$3", workerId: "$4" })}, per_type AS MATERIALIZED (
        SELECT r.limit_type, r.tokens_now, r.checked_at, r.rate, r.running_room,
               (SELECT count(*) FROM claimed AS c WHERE c.type = r.limit_type)::int AS n,
-              EXISTS (SELECT FROM $S.jobs AS j
-                      WHERE j.type = r.limit_type AND j.status = 'pending' AND NOT j.run_alone
-                        AND j.run_at <= now() AND j.id <> ALL(ARRAY(SELECT id FROM claimed))) AS more_due
+              coalesce((SELECT true FROM $S.jobs AS j
+                        WHERE j.type = r.limit_type AND j.status = 'pending' AND NOT j.run_alone
+                          AND j.run_at <= now() AND j.id <> ALL(ARRAY(SELECT id FROM claimed))
+                        LIMIT 1), false) AS more_due
        FROM room AS r
      ), bucket AS (
        UPDATE $S.type_limits AS l SET tokens = p.tokens_now - p.n, refilled_at = p.checked_at
@@ -63,14 +68,14 @@ export const claimLimitedJobs = (schema: string): Statement =>
      )
      (SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id)
      UNION ALL
-     (SELECT ${CLAIMED_COLUMNS} FROM (SELECT (jsonb_populate_record(NULL::$S.jobs, jsonb_build_object('payload', jsonb_build_object(
+     (SELECT ${CLAIMED_COLUMNS} FROM jsonb_populate_record(NULL::$S.jobs, jsonb_build_object('payload', jsonb_build_object(
         'aloneDue', EXISTS (SELECT FROM $S.jobs WHERE status = 'pending' AND run_alone AND run_at <= now()
                             AND type = ANY($1::text[]) AND type <> ALL(${PAUSED_TYPES})),
         'waitSeconds', (SELECT min(greatest(0, 1 - (tokens_now - n)) / rate) FROM per_type
                         WHERE more_due AND rate IS NOT NULL AND n >= floor(tokens_now)
                           AND (running_room IS NULL OR n < running_room)),
         'heldBack', coalesce((SELECT bool_or(more_due AND n >= running_room) FROM per_type), false)
-      )))).*) AS report)`,
+      ))) AS report)`,
   );
 
 /** Limit rows of the types `$1` (a worker's types): `type`, the ones that are limited. */
