@@ -38,6 +38,7 @@ import { type MigrateResult, migrate } from "./queue/migrate.js";
 import { type PoolingProbe, resolvePooling } from "./queue/pooling.js";
 import type { PruneReport } from "./queue/retention.js";
 import type { Schedule, ScheduleOptions } from "./queue/schedules.js";
+import type { TypeLimit, TypeLimitOptions } from "./queue/type-limits.js";
 import type { DeadLetterJob, Job, JobSpec, ListJobsQuery, QueueMetrics } from "./queue/types.js";
 import type { WaitOptions } from "./queue/waits.js";
 import type { JobCatalog } from "./typed/catalog.js";
@@ -60,7 +61,7 @@ export type {
   RetryOutcome,
 } from "./queue/dead-letters.js";
 export { LIMITS } from "./queue/job-shape.js";
-export type { TypePause, TypeState, UnhandledType } from "./queue/job-types.js";
+export type { TypePause, TypeState, TypeStateLimit, UnhandledType } from "./queue/job-types.js";
 export {
   type DeadLetterBatchOptions,
   type EnqueuedJob,
@@ -73,6 +74,7 @@ export type { FailedStatus } from "./queue/lock-session.js";
 export { type PoolingMode, type PoolingProbe, probePooling } from "./queue/pooling.js";
 export type { PruneReport, RetentionPolicy } from "./queue/retention.js";
 export type { Schedule, ScheduleOptions, SchedulePassPolicy, SchedulePassReport } from "./queue/schedules.js";
+export type { TypeLimit, TypeLimitOptions } from "./queue/type-limits.js";
 export type {
   AttemptError,
   ClaimedJob,
@@ -317,7 +319,27 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
     return this.ledger.resumeType(type);
   }
 
-  /** Every known type: paused, pending jobs, oldest due pending age, live workers (type order). */
+  /**
+   * Sets (creates or replaces) the global limits of `type`, over all workers on every host: at most
+   * `maxRunning` jobs held (claimed or running) and `ratePerSecond` claims per second, in bursts of
+   * at most `burst` (default ceil(ratePerSecond)); a limit left out is removed. Workers apply it
+   * from their next claim. @throws {JobValidationError} naming each bad field or the type.
+   */
+  setTypeLimit(type: string, limit: TypeLimitOptions): Promise<TypeLimit> {
+    return this.ledger.setTypeLimit(type, limit);
+  }
+
+  /** Removes the limits of `type` (idempotent); returns them, or null. @throws {JobValidationError} bad name. */
+  removeTypeLimit(type: string): Promise<TypeLimit | null> {
+    return this.ledger.removeTypeLimit(type);
+  }
+
+  /** Every limited type's limits (type order). */
+  typeLimits(): Promise<TypeLimit[]> {
+    return this.ledger.typeLimits();
+  }
+
+  /** Every known type: paused, limits, pending jobs, oldest due pending age, live workers (type order). */
   listTypes(): Promise<TypeState[]> {
     return this.ledger.listTypes(this.config.staleThresholdSeconds);
   }

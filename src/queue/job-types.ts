@@ -17,8 +17,18 @@ export interface TypePause {
   pausedAt: Date | null;
 }
 
-/** One known job type: pending jobs, paused, or claimed by a live worker. */
+/** A type's global limits as {@link TypeState} shows them (type-limits.ts; null: not set). */
+export interface TypeStateLimit {
+  maxRunning: number | null;
+  ratePerSecond: number | null;
+  /** The token bucket's size as set (null: the default, ceil(ratePerSecond)). */
+  burst: number | null;
+}
+
+/** One known job type: pending jobs, paused, limited, or claimed by a live worker. */
 export interface TypeState extends TypePause {
+  /** Its global limits (type-limits.ts), or null when it has none. */
+  limit: TypeStateLimit | null;
   /** Pending jobs, due or scheduled for later. */
   pending: number;
   /** Seconds since the oldest due pending job became due (its `runAt`); null when none is due. */
@@ -78,7 +88,7 @@ export async function resumeJobType(db: Queryable, schema: string, type: string)
 }
 
 /**
- * Every known type (pending jobs, paused, or claimed by a live worker), in type order, at most
+ * Every known type (pending jobs, paused, limited, or claimed by a live worker), in type order, at most
  * {@link TYPE_STATES_MAX}.
  * @param workerLivenessSeconds a worker counts as live if its heartbeat is younger than this.
  */
@@ -93,11 +103,18 @@ export async function readTypeStates(
     pending: number;
     oldest_pending_age_seconds: number | null;
     live_workers: number;
+    max_running: number | null;
+    rate_per_second: number | null;
+    burst: number | null;
   }>({ ...typeStates(schema), values: [workerLivenessSeconds, TYPE_STATES_MAX] });
   return rows.map((r) => ({
     type: r.type,
     paused: r.paused_at !== null,
     pausedAt: r.paused_at,
+    limit:
+      r.max_running === null && r.rate_per_second === null
+        ? null
+        : { maxRunning: r.max_running, ratePerSecond: r.rate_per_second, burst: r.burst },
     pending: Number(r.pending),
     oldestPendingAgeSeconds:
       r.oldest_pending_age_seconds === null ? null : Math.max(0, r.oldest_pending_age_seconds),

@@ -29,6 +29,13 @@ import {
 import { heldJobLocks } from "./sql/claim.js";
 import { reapStaleJobs } from "./sql/finish.js";
 import { getJob, listJobs, ping, pruneStats, schemaVersion } from "./sql/read.js";
+import {
+  readTypeLimits,
+  removeJobTypeLimit,
+  setJobTypeLimit,
+  type TypeLimit,
+  type TypeLimitOptions,
+} from "./type-limits.js";
 import type { Job, ListJobsQuery, QueueMetrics, WorkerInfo } from "./types.js";
 import type { FieldNaming } from "./validate.js";
 import { JobWaits, type JobWaitsOptions, type WaitOptions } from "./waits.js";
@@ -268,7 +275,26 @@ export class Ledger extends DeadLetterLedger {
   }
 
   /**
-   * Every known type (pending jobs, paused, or claimed by a live worker), in type order: paused,
+   * Sets (creates or replaces) the global limits of `type` (type-limits.ts): workers on every host
+   * hold at most `maxRunning` of its jobs and claim at most `ratePerSecond` per second.
+   * @throws {JobValidationError} naming each bad field (spelt per `naming`).
+   */
+  setTypeLimit(type: string, limit: TypeLimitOptions, naming: FieldNaming = "camel"): Promise<TypeLimit> {
+    return setJobTypeLimit(this.pool, this.schema, type, limit, naming);
+  }
+
+  /** Removes the limits of `type` (idempotent); returns them, or null. @throws {JobValidationError} bad name. */
+  removeTypeLimit(type: string): Promise<TypeLimit | null> {
+    return removeJobTypeLimit(this.pool, this.schema, type);
+  }
+
+  /** Every limited type's limits, in type order. */
+  typeLimits(): Promise<TypeLimit[]> {
+    return readTypeLimits(this.pool, this.schema);
+  }
+
+  /**
+   * Every known type (pending jobs, paused, limited, or claimed by a live worker), in type order: paused,
    * pending jobs, oldest due pending age, live workers.
    * @param workerLivenessSeconds a worker counts as live if its heartbeat is younger than this.
    */

@@ -38,6 +38,7 @@ import {
   writeRunning,
 } from "./session/writes.js";
 import { backendPid, claimAloneJob, claimJobs } from "./sql/claim.js";
+import { claimLimitedJobs, limitedTypesOf } from "./sql/claim-limited.js";
 import { numberArray } from "./sql/params.js";
 import { roundTrip } from "./sql/schema.js";
 import type { ClaimedJob } from "./types.js";
@@ -77,6 +78,17 @@ export interface ClaimResult {
   jobs: ClaimedJob[];
   /** Run-alone jobs (DESIGN.md §6) of the claim's types are due; the claim took none of them. */
   aloneDue: boolean;
+}
+
+/** What a limited claim returns (sql/claim-limited.ts): a {@link ClaimResult}, and why it took no more. */
+export interface LimitedClaimResult extends ClaimResult {
+  /**
+   * Seconds until the next token of the soonest limited type whose rate held it back while it has
+   * due jobs left: claim again then. Null when no rate held a type back.
+   */
+  waitSeconds: number | null;
+  /** A type with due jobs left was held back by its `max_running`: claim again once a job ends. */
+  heldBack: boolean;
 }
 
 /** An empty batch: nothing sent, nothing to unlock. */
@@ -190,6 +202,42 @@ export class LockSession {
     const aloneDue = rows.length > 0 && (rows[rows.length - 1] as { id: number | null }).id === null;
     if (aloneDue) rows.pop();
     return { jobs: rows, aloneDue };
+  }
+
+  /**
+   * {@link claimReporting} for limited types (rows of type_limits, which the ordinary claim never
+   * takes): up to `limit` due jobs of `types` within each type's global limits (sql/claim-limited.ts),
+   * and when to claim again. Same failure rule as {@link claim}.
+   */
+  async claimLimited(types: readonly string[], limit: number): Promise<LimitedClaimResult> {
+    const rows = await this.claimRows((unlockIds) => ({
+      ...claimLimitedJobs(this.schema),
+      values: [types, limit, this.lockClass, this.workerId, unlockIds],
+    }));
+    // The report row (id NULL, the report as its payload) comes after the claimed ones.
+    const report = (rows.pop()?.payload ?? {}) as {
+      aloneDue?: boolean;
+      waitSeconds?: number | null;
+      heldBack?: boolean;
+    };
+    return {
+      jobs: rows,
+      aloneDue: report.aloneDue === true,
+      waitSeconds: typeof report.waitSeconds === "number" ? report.waitSeconds : null,
+      heldBack: report.heldBack === true,
+    };
+  }
+
+  /**
+   * Which of `types` are limited now (rows of type_limits), read on the write connection (a worker
+   * asks at start, at each heartbeat and when told a limit changed; never per claim).
+   */
+  async limitedTypes(types: readonly string[]): Promise<string[]> {
+    const { rows } = await this.writes.query<{ type: string }>(
+      { ...limitedTypesOf(this.schema), values: [types] },
+      "roundTrip",
+    );
+    return rows.map((r) => r.type);
   }
 
   /**

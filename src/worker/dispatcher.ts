@@ -7,6 +7,7 @@ import { JobAbortedError, JobTimeoutError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { HandlerWriteLedger } from "../queue/handler-writes.js";
 import type { ClaimedJob, ClaimRef } from "../queue/lock-session.js";
+import { ClaimRound } from "./claim-round.js";
 import type { WorkerEmitter } from "./events.js";
 import { HandlerContexts } from "./handler-context.js";
 import { IdleWaiters } from "./idle.js";
@@ -32,6 +33,8 @@ export class Dispatcher {
   private wakeRequested = false;
   private claiming: Promise<void> | null = null;
   private readonly retryWakeups = new RetryWakeups(() => this.wake());
+  /** Which claims a round sends (ordinary, limited, run-alone); the lane sets the limited types. */
+  readonly round: ClaimRound;
   private readonly idle = new IdleWaiters();
   /** Jobs a claim in flight at stop() brought back: given back at once, part of the stop report. */
   readonly claimedWhileDraining: number[] = [];
@@ -48,7 +51,7 @@ export class Dispatcher {
     private readonly writer: OutcomeWriter,
     private readonly registry: HandlerRegistry,
     private readonly config: ResolvedConfig,
-    private readonly types: readonly string[],
+    types: readonly string[],
     /** Jobs this lane may hold at once (buffered, running, or with an outcome to write). */
     public prefetch: number,
     private readonly events: WorkerEmitter,
@@ -57,6 +60,7 @@ export class Dispatcher {
     handlerWrites: { writes: HandlerWriteLedger; workerId: string },
   ) {
     this.gate.join(this);
+    this.round = new ClaimRound(types);
     this.contexts = new HandlerContexts({
       ...handlerWrites,
       supervisor,
@@ -140,18 +144,13 @@ export class Dispatcher {
     const generation = this.supervisor.generation;
     this.claiming = (async () => {
       try {
-        let jobs: ClaimedJob[];
-        if (kind === "alone") {
-          const job = await session.claimAlone(this.types);
-          jobs = job ? [job] : [];
-          this.gate.report(kind, job !== null);
-          // None was due after all: claim ordinary jobs next.
-          if (!job) this.wakeRequested = true;
-        } else {
-          const claimed = await session.claimReporting(this.types, free);
-          jobs = claimed.jobs;
-          this.gate.report(kind, claimed.aloneDue);
-        }
+        const claimed = await this.round.claim(session, kind, free);
+        const jobs = claimed.jobs;
+        this.gate.report(kind, claimed.aloneDue);
+        // No run-alone job was due after all: claim ordinary jobs next.
+        if (kind === "alone" && jobs.length === 0) this.wakeRequested = true;
+        // A type limit's rate held jobs back: claim again when its next token is due.
+        if (claimed.waitSeconds !== null) this.wakeIn(claimed.waitSeconds);
         this.supervisor.healthy();
         const reports = this.writer.reportsOf(jobs);
         if (reports) await reports;
@@ -379,6 +378,8 @@ export class Dispatcher {
   /** Resolves the waiters of {@link waitIdle} when nothing runs and nothing is held. */
   flushed(): void {
     if (this.running.size === 0 && this.heldCount === 0) this.idle.notify();
+    // A type held back by its max_running: the outcomes just written may have freed room.
+    if (this.round.heldBack) this.wakeRequested = true;
     this.claimLoop();
     this.gate.changed();
   }

@@ -32,6 +32,9 @@ export type LaneState = "created" | "starting" | "running" | "draining" | "stopp
 /** NOTIFY payload prefix of a cancelled held job: `cancel:<id>` (sql/read.ts cancelAnyJob). */
 const CANCEL_PREFIX = "cancel:";
 
+/** NOTIFY payload prefix of a changed type limit: `limits:<type>` (sql/type-limits.ts). */
+const LIMITS_PREFIX = "limits:";
+
 /** Everything a lane needs from its worker. */
 export interface LaneOptions {
   /** The lane's id: the worker's id, or `<worker id>/<n>` when the worker has several lanes. */
@@ -147,6 +150,7 @@ export class Lane {
     try {
       if (failure) throw failure.reason;
       await this.supervisor.session?.heartbeat(this.options.identity, 0, []);
+      await this.readLimits();
     } catch (error) {
       await this.fail();
       throw error;
@@ -275,6 +279,13 @@ export class Lane {
   }
 
   private onNotify(payload: string): void {
+    if (payload.startsWith(LIMITS_PREFIX) && this.typeSet.has(payload.slice(LIMITS_PREFIX.length))) {
+      // A limit of one of our types changed: re-read which are limited (a change wakes the lane).
+      void this.readLimits().catch((error: unknown) =>
+        this.options.logger.warn({ err: error }, "could not read the type limits"),
+      );
+      if (!this.typeSet.has(payload)) return;
+    }
     if (payload.startsWith(CANCEL_PREFIX)) {
       // A job cancelled while held (sql/read.ts cancelAnyJob): checked against the database before
       // its handler is aborted, since a job type may be spelled like this payload.
@@ -340,13 +351,30 @@ export class Lane {
     if (!session) return;
     const held = this.dispatcher.heldRefs();
     try {
+      const limited = session.limitedTypes(this.options.types);
+      limited.catch(() => undefined);
       const alive = await session.heartbeat(this.options.identity, this.writer.fencedWrites, held);
+      this.setLimited(await limited);
       const gone = held.filter((ref) => !alive.has(ref.id) && this.dispatcher.holds(ref.id));
       if (gone.length > 0) await this.claimsGone(gone.map((ref) => ref.id));
       this.options.events.emit("worker:heartbeat", { laneId: this.options.id });
     } catch (error) {
       if (!session.isLost) this.supervisor.log.log("warn", { err: error }, "heartbeat failed");
     }
+  }
+
+  /**
+   * Reads which of the lane's types are limited (type_limits) on its session, if usable.
+   * @throws the read's error.
+   */
+  private async readLimits(): Promise<void> {
+    const session = this.supervisor.usable;
+    if (session) this.setLimited(await session.limitedTypes(this.options.types));
+  }
+
+  /** The claim rounds send the limited claim for `limited` from now on; a change wakes the lane. */
+  private setLimited(limited: readonly string[]): void {
+    if (this.dispatcher.round.setLimited(limited)) this.dispatcher.wake();
   }
 
   /** One stale-reaper pass (DESIGN.md §6), unless one is in flight. */

@@ -67,6 +67,7 @@ describe("health, readiness and docs", () => {
       "DELETE /dead-letters/{job_id}",
       "DELETE /jobs/{id}",
       "DELETE /schedules/{name}",
+      "DELETE /types/{type}/limit",
       "GET /dead-letters",
       "GET /dead-letters/{job_id}",
       "GET /health",
@@ -91,6 +92,7 @@ describe("health, readiness and docs", () => {
       "POST /types/{type}/pause",
       "POST /types/{type}/resume",
       "PUT /schedules/{name}",
+      "PUT /types/{type}/limit",
     ]);
     for (const [path, methods] of Object.entries(doc.paths)) {
       for (const [method, operation] of Object.entries(methods)) {

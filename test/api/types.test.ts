@@ -1,16 +1,18 @@
 /**
- * GET /types, POST /types/{type}/pause and /resume (issue 14, items 6 and 8), and the paused and
- * unhandled types in GET /metrics and GET /metrics/prometheus.
+ * GET /types, POST /types/{type}/pause and /resume (issue 14, items 6 and 8), PUT and DELETE
+ * /types/{type}/limit (issue 13, item 3), and the paused and unhandled types in GET /metrics and
+ * GET /metrics/prometheus.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { MetricsResponse } from "../../src/api/schemas.js";
-import { assertProblem, useApi } from "./support.js";
+import { assertProblem, JSON_HEADERS, useApi } from "./support.js";
 
 interface TypeState {
   type: string;
   paused: boolean;
   paused_at: string | null;
+  limit: { max_running: number | null; rate_per_second: number | null; burst: number | null } | null;
   pending: number;
   oldest_pending_age_seconds: number | null;
   live_workers: number;
@@ -52,6 +54,7 @@ describe("job types", () => {
         type: "send email/é",
         paused: true,
         paused_at: body.paused_at,
+        limit: null,
         pending: 0,
         oldest_pending_age_seconds: null,
         live_workers: 0,
@@ -64,6 +67,73 @@ describe("job types", () => {
     }
     assert.deepEqual(await api.db.sql("SELECT type FROM paused_types"), []);
     assert.deepEqual(await types(), []);
+  });
+
+  const putLimit = (type: string, body: unknown) =>
+    api.app.inject({
+      method: "PUT",
+      url: `/types/${encodeURIComponent(type)}/limit`,
+      payload: JSON.stringify(body),
+      headers: JSON_HEADERS,
+    });
+  const deleteLimit = (type: string) =>
+    api.app.inject({ method: "DELETE", url: `/types/${encodeURIComponent(type)}/limit` });
+
+  it("sets, replaces, lists and removes a type's limits; the state is a row of type_limits", async () => {
+    const set = await putLimit("mail/é", { max_running: 5, rate_per_second: 2.5 });
+    assert.equal(set.statusCode, 200, set.body);
+    const body = set.json<{ updated_at: string }>();
+    assert.deepEqual(body, {
+      type: "mail/é",
+      max_running: 5,
+      rate_per_second: 2.5,
+      burst: null,
+      updated_at: body.updated_at,
+    });
+    assert.ok(Math.abs(Date.parse(body.updated_at) - Date.now()) < 60_000, body.updated_at);
+    assert.deepEqual(
+      await api.db.sql("SELECT type, max_running, rate_per_second, burst, tokens FROM type_limits"),
+      [{ type: "mail/é", max_running: 5, rate_per_second: 2.5, burst: null, tokens: 3 }],
+    );
+    const listed = (await types()).find((t) => t.type === "mail/é");
+    assert.deepEqual(listed?.limit, { max_running: 5, rate_per_second: 2.5, burst: null });
+    assert.equal(listed?.paused, false);
+    const replaced = await putLimit("mail/é", { rate_per_second: 10, burst: 20 });
+    assert.equal(replaced.statusCode, 200, replaced.body);
+    assert.deepEqual((await types()).find((t) => t.type === "mail/é")?.limit, {
+      max_running: null,
+      rate_per_second: 10,
+      burst: 20,
+    });
+    const removed = await deleteLimit("mail/é");
+    assert.equal(removed.statusCode, 200, removed.body);
+    assert.deepEqual(removed.json(), { type: "mail/é", removed: true });
+    assert.deepEqual((await deleteLimit("mail/é")).json(), { type: "mail/é", removed: false }, "idempotent");
+    assert.deepEqual(await api.db.sql("SELECT type FROM type_limits"), []);
+    assert.deepEqual(await types(), []);
+  });
+
+  it("answers 422 naming each bad limit field, and writes nothing", async () => {
+    assertProblem(await putLimit("t", {}), 422, ["max_running"]);
+    assertProblem(await putLimit("t", { max_running: 0 }), 422, ["max_running"]);
+    assertProblem(await putLimit("t", { max_running: 1.5 }), 422, ["max_running"]);
+    assertProblem(await putLimit("t", { rate_per_second: 0 }), 422, ["rate_per_second"]);
+    assertProblem(await putLimit("t", { rate_per_second: "5" }), 422, ["rate_per_second"]);
+    assertProblem(await putLimit("t", { rate_per_second: 2e6 }), 422, ["rate_per_second"]);
+    assertProblem(await putLimit("t", { max_running: 3, burst: 4 }), 422, ["burst"]);
+    assertProblem(await putLimit("t", { max_running: 3, extra: 1 }), 422);
+    assertProblem(await putLimit("x".repeat(201), { max_running: 3 }), 422, ["type"]);
+    assertProblem(await deleteLimit("x".repeat(201)), 422, ["type"]);
+    assert.deepEqual(await api.db.sql("SELECT type FROM type_limits"), []);
+  });
+
+  it("documents the limit routes in the OpenAPI document", async () => {
+    const doc = (await api.app.inject({ method: "GET", url: "/docs/json" })).json<{
+      paths: Record<string, Record<string, { requestBody?: unknown }>>;
+    }>();
+    const path = doc.paths["/types/{type}/limit"];
+    assert.ok(path?.put?.requestBody, "PUT documented with its body");
+    assert.ok(path?.delete, "DELETE documented");
   });
 
   it("answers 422 naming `type` for a type name too long", async () => {

@@ -48,6 +48,7 @@ describe("migrate", () => {
         "migrations",
         "paused_types",
         "schedules",
+        "type_limits",
         "workers",
       ],
     );

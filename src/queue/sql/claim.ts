@@ -5,8 +5,8 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
 
 /**
  * The claim protocol (DESIGN.md §5), one statement, one round trip, on the worker's lock session:
- * pick due pending jobs of the handled types that are not paused (paused_types) in claim order
- * with FOR UPDATE SKIP LOCKED, take the
+ * pick due pending jobs of the handled types that are neither paused (paused_types) nor limited
+ * (type_limits: claim-limited.ts claims those) in claim order with FOR UPDATE SKIP LOCKED, take the
  * session-level advisory lock of each while its row lock is held (skipping any whose lock another
  * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
  * applied before any lock is tried. The update finds its rows through `id = ANY(ARRAY(...))`, an
@@ -30,7 +30,8 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * Run-alone jobs (reclaimed from a lost worker process, DESIGN.md §6) are never claimed here (they
  * are not in jobs_claim_idx); {@link claimAloneJob} takes them. Instead the claim reports them: if
  * any of `$1` is due, one more row follows the claimed ones, every column NULL (one probe of
- * jobs_alone_idx, which is empty but after a worker's loss).
+ * jobs_alone_idx, which is empty but after a worker's loss). Run-alone jobs of limited types are
+ * reported and claimed all the same: limits do not apply to them (DESIGN.md §4, "Type limits").
  * Returns the claimed jobs in claim order (priority DESC, run_at, id), then that report row, if any.
  *
  * The candidates are read per type (a LATERAL per element of `$1`, through jobs_claim_idx, which
@@ -38,8 +39,8 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * first `$2` unlocked due jobs in claim order, and the first `$2` of their union, in claim order,
  * are the candidates, the same jobs as one walk of all of `$1`'s pending jobs in claim order would
  * take. The price: when several of `$1` have due jobs, the rows a type gives beyond the claimed
- * ones stay row-locked until the claim commits (other claims skip them meanwhile). A paused type
- * is dropped before its scan, so it costs nothing. `test/queue/plans.test.ts` checks the plan with
+ * ones stay row-locked until the claim commits (other claims skip them meanwhile). A paused or
+ * limited type is dropped before its scan, so it costs nothing. `test/queue/plans.test.ts` checks the plan with
  * a large backlog of another type. With `oneType` (a worker of one type: `$1` has one element) the
  * statement reads that type's jobs straight from jobs_claim_idx in claim order, with no LATERAL
  * and no sort of the candidates (the drain's hot path of a single-type worker).
@@ -81,7 +82,7 @@ export const claimAloneJob = (schema: string): Statement =>
  * Columns of a claimed job as a claim returns it, named as the worker's `ClaimedJob` fields so
  * that each row is used as it arrives (derived from ../job-shape.ts by columns.ts).
  */
-const CLAIMED_COLUMNS = CLAIMED_SELECT_LIST;
+export const CLAIMED_COLUMNS = CLAIMED_SELECT_LIST;
 
 /**
  * The claim's CTEs (`candidates`, `locked`, `claimed`, `claim_counted`), parameters named by the
@@ -104,7 +105,7 @@ const claimCtes = (p: {
     ? `candidates AS MATERIALIZED (
        SELECT id FROM $S.jobs
        WHERE type = (${p.types}::text[])[1] AND status = 'pending' AND NOT run_alone AND run_at <= now()
-         AND (${p.types}::text[])[1] <> ALL(${PAUSED_TYPES}) AND ${p.after}
+         AND (${p.types}::text[])[1] <> ALL(${UNCLAIMED_TYPES}) AND ${p.after}
        ORDER BY priority DESC, run_at, id
        LIMIT ${p.limit}
        FOR UPDATE SKIP LOCKED
@@ -127,16 +128,25 @@ const claimCtes = (p: {
          LIMIT ${p.limit}
          FOR UPDATE SKIP LOCKED
        ) AS c
-       WHERE t.type <> ALL(${PAUSED_TYPES}) AND ${p.after}
+       WHERE t.type <> ALL(${UNCLAIMED_TYPES}) AND ${p.after}
        ORDER BY c.priority DESC, c.run_at, c.id
        LIMIT ${p.limit}
      ${CLAIM_TAIL(p)}`;
 
 /** The paused types (an InitPlan: paused_types is read once per statement). */
-const PAUSED_TYPES = "ARRAY(SELECT type FROM $S.paused_types)";
+export const PAUSED_TYPES = "ARRAY(SELECT type FROM $S.paused_types)";
 
-/** The CTEs after `candidates` (see {@link claimCtes}). */
-const CLAIM_TAIL = (p: { lockClass: string; workerId: string }): string =>
+/**
+ * The types the ordinary claim leaves out: the paused ones and the limited ones (schema version 13,
+ * claim-limited.ts takes those). One InitPlan reads both small tables once per statement.
+ */
+const UNCLAIMED_TYPES = "ARRAY(SELECT type FROM $S.paused_types UNION ALL SELECT type FROM $S.type_limits)";
+
+/**
+ * The CTEs after `candidates` (see {@link claimCtes}): the advisory locks, the `claimed` update and
+ * its status accounting. Shared with the limited claim (claim-limited.ts).
+ */
+export const CLAIM_TAIL = (p: { lockClass: string; workerId: string }): string =>
   `), locked AS MATERIALIZED (
        SELECT id FROM candidates WHERE pg_try_advisory_lock(${lockKey(p.lockClass, "id")})
      ), claimed AS (

@@ -32,8 +32,9 @@ export const resumeType = (schema: string): Statement =>
   );
 
 /**
- * Every type that has pending jobs, is paused, or is claimed by a live worker, in type order, at
- * most `$2`: `type`, `paused_at` (null unless paused), `pending` (due or scheduled later),
+ * Every type that has pending jobs, is paused, is limited, or is claimed by a live worker, in type
+ * order, at most `$2`: `type`, `paused_at` (null unless paused), `pending` (due or scheduled later),
+ * `max_running`, `rate_per_second`, `burst` (its limits, schema version 13; null: none),
  * `oldest_pending_age_seconds` (seconds since the oldest due pending job became due, from its
  * `run_at`; null if none is due), `live_workers` (worker rows with a heartbeat younger than `$1`
  * seconds whose `types` include it; 0 with pending jobs: no live worker handles the type).
@@ -57,12 +58,15 @@ export const typeStates = (schema: string): Statement =>
        GROUP BY t.type
      ), known AS (
        SELECT type FROM pending UNION SELECT type FROM $S.paused_types UNION SELECT type FROM live
+       UNION SELECT type FROM $S.type_limits
      )
      SELECT k.type, p.paused_at, coalesce(d.n, 0)::bigint AS pending,
+            t.max_running, t.rate_per_second, t.burst,
             extract(epoch FROM now() - d.oldest_due)::float8 AS oldest_pending_age_seconds,
             coalesce(l.n, 0)::int AS live_workers
      FROM known AS k
      LEFT JOIN $S.paused_types AS p ON p.type = k.type
+     LEFT JOIN $S.type_limits AS t ON t.type = k.type
      LEFT JOIN pending AS d ON d.type = k.type
      LEFT JOIN live AS l ON l.type = k.type
      ORDER BY k.type
