@@ -42,19 +42,26 @@ export class JobObserver {
     private readonly metrics: WorkerProcessMetrics | null,
   ) {
     events.on("job:claimed", ({ jobs }) => this.claimed(jobs));
-    events.on("job:completed", ({ id, runMs }) => {
-      const job = this.finish(id);
-      this.metrics?.count(job.type, "completed", runMs);
-      this.logger.info({ ...this.fields(id, job), event: "completed", durationMs: runMs }, "job completed");
+    // The common path: no log object is built unless its level is on (a disabled `info` still
+    // evaluated its arguments: about a tenth of a drain's CPU in Node, measured).
+    events.on("job:completed", ({ id, type, attempt, runMs }) => {
+      this.held.delete(id);
+      this.metrics?.count(type, "completed", runMs);
+      if (this.logger.isLevelEnabled("info"))
+        this.logger.info(
+          { jobId: id, type, attempt, workerId: this.workerId, event: "completed", durationMs: runMs },
+          "job completed",
+        );
     });
-    events.on("job:failed", ({ id, error, status, runMs }) => {
-      const job = this.finish(id);
+    events.on("job:failed", ({ id, type, attempt, error, status, runMs }) => {
+      this.held.delete(id);
       const event = status === "dead" ? "dead" : "retried";
-      this.metrics?.count(job.type, event, runMs);
-      this.logger.warn(
-        { ...this.fields(id, job), event, durationMs: runMs, error },
-        status === "dead" ? "job failed: dead-lettered" : "job failed: will retry",
-      );
+      this.metrics?.count(type, event, runMs);
+      if (this.logger.isLevelEnabled("warn"))
+        this.logger.warn(
+          { jobId: id, type, attempt, workerId: this.workerId, event, durationMs: runMs, error },
+          status === "dead" ? "job failed: dead-lettered" : "job failed: will retry",
+        );
     });
     events.on("job:released", ({ id }) => {
       const job = this.finish(id);
