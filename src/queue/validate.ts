@@ -212,20 +212,21 @@ export function toStorableJson(value: unknown, field: string): { json: string } 
   }
 }
 
+function tooDeep(field: string): { problem: FieldProblem } {
+  return { problem: { field, message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` } };
+}
+
 function storableJson(value: unknown, field: string): { json: string } | { problem: FieldProblem } {
-  const tooDeep = {
-    problem: { field, message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` },
-  };
   let json: string | undefined;
   try {
     json = JSON.stringify(value === undefined ? null : value);
   } catch (error) {
     // JSON.stringify recurses: a value nested deep enough overflows the stack on the way.
-    if (error instanceof RangeError && /call stack/i.test(error.message)) return tooDeep;
+    if (error instanceof RangeError && /call stack/i.test(error.message)) return tooDeep(field);
     return { problem: { field, message: `is not JSON-serialisable (${(error as Error).message})` } };
   }
   if (json === undefined) return { problem: { field, message: "is not JSON-serialisable" } };
-  if (nestsDeeperThan(json, MAX_JSON_DEPTH)) return tooDeep;
+  if (nestsDeeperThan(json, MAX_JSON_DEPTH)) return tooDeep(field);
   // JSON.stringify writes NaN and ±Infinity as null without a word: only where the text has a null
   // is the value walked for them (a replacer function would have cost every key of every payload).
   if (json.includes("null") && hasNonFiniteNumber(value))

@@ -228,14 +228,13 @@ export class Dispatcher {
     this.running.set(job.id, entry);
     this.writer.markRunning(job);
     this.limits.start(entry);
-    void this.contexts
-      .invoke(entry, this.registry.get(job.type), controller.signal)
-      .then((outcome) => this.finishJob(entry, outcome))
-      .catch((error: unknown) => {
-        // finishJob does not throw; should it ever, the process must not die with the other jobs.
-        this.logger.error({ err: error, jobId: job.id }, "recording a job's outcome failed");
-      });
+    void this.contexts.invoke(entry, this.registry.get(job.type), controller.signal, this.settled, this.settleFailed);
   }
+
+  private readonly settled = (entry: RunningJob, outcome: HandlerOutcome): void => this.finishJob(entry, outcome);
+  // finishJob does not throw; should it ever, the process must not die with the other jobs.
+  private readonly settleFailed = (entry: RunningJob, error: unknown): void =>
+    this.logger.error({ err: error, jobId: entry.job.id }, "recording a job's outcome failed");
 
   /** Ends the sandboxed handlers' child processes (stop), within the kill grace. Never throws. */
   closeSandbox(): Promise<void> {

@@ -56,17 +56,27 @@ export function completedEvent(c: {
   runMs: number;
   resultJson: string;
 }): JobCompletedEvent {
-  let parsed: JsonValue | undefined;
-  return {
-    id: c.id,
-    type: c.type,
-    attempt: c.attempt,
-    runMs: c.runMs,
-    get result(): JsonValue {
-      if (parsed === undefined) parsed = JSON.parse(c.resultJson) as JsonValue;
-      return parsed;
-    },
-  };
+  return new CompletedEvent(c.id, c.type, c.attempt, c.runMs, c.resultJson);
+}
+
+/** {@link JobCompletedEvent} with `result` parsed on first read (a class: one object per job, no closure). */
+class CompletedEvent implements JobCompletedEvent {
+  #parsed: JsonValue | undefined = undefined;
+  readonly #resultJson: string;
+  constructor(
+    readonly id: number,
+    readonly type: string,
+    readonly attempt: number,
+    readonly runMs: number,
+    resultJson: string,
+  ) {
+    this.#resultJson = resultJson;
+  }
+
+  get result(): JsonValue {
+    if (this.#parsed === undefined) this.#parsed = JSON.parse(this.#resultJson) as JsonValue;
+    return this.#parsed;
+  }
 }
 
 /** Events a worker emits; tests and metrics subscribe instead of polling. */

@@ -70,48 +70,41 @@ export class HandlerContexts {
   /**
    * Runs the job's handler: in this process, or in a child process of the lane's sandbox pool for
    * a sandboxed handler (which gets the job's data and `progress`, written here for `entry`;
-   * `complete` rejects there).
-   * Never throws: a failure (a throw, a result that cannot be stored, a crash of the handler's
-   * process) is `{ error }`.
+   * `complete` rejects there), then hands its outcome to `settled` (with `entry`). A failure (a
+   * throw, a result that cannot be stored, a crash of the handler's process) is `{ error }`.
+   * Never rejects: a throw of `settled` is reported to `settleFailed`. One promise per job (this
+   * is on the drain's path).
    */
-  async invoke(
-    entry: ContextEntry,
+  async invoke<E extends ContextEntry>(
+    entry: E,
     handler: RegisteredHandler | undefined,
     signal: AbortSignal,
-  ): Promise<HandlerOutcome> {
-    const { job } = entry;
+    settled: (entry: E, outcome: HandlerOutcome) => void,
+    settleFailed: (entry: E, error: unknown) => void,
+  ): Promise<void> {
+    let outcome: HandlerOutcome;
     try {
-      if (!handler) throw new HandlerMissingError([job.type]);
+      if (!handler) throw new HandlerMissingError([entry.job.type]);
       if (isSandboxed(handler)) {
         this.sandbox ??= new SandboxPool(this.deps.sandbox);
-        const { id, type, payload, attempt, maxRetries } = job;
-        return await this.sandbox.run(handler, { id, type, payload, attempt, maxRetries }, signal, (value) =>
+        const { id, type, payload, attempt, maxRetries } = entry.job;
+        outcome = await this.sandbox.run(handler, { id, type, payload, attempt, maxRetries }, signal, (value) =>
           this.progress(entry, value),
         );
-      }
-      return resultOutcome(await handler(this.handlerJob(entry), signal));
+      } else outcome = resultOutcome(await handler(new BoundHandlerJob(this, entry), signal));
     } catch (error) {
-      return failureOutcome(error);
+      outcome = failureOutcome(error);
+    }
+    try {
+      settled(entry, outcome);
+    } catch (error) {
+      settleFailed(entry, error);
     }
   }
 
   /** Ends the sandboxed handlers' child processes (stop), within the kill grace. Never throws. */
   async closeSandbox(): Promise<void> {
     await this.sandbox?.close();
-  }
-
-  /** The job as its handler receives it, with `progress` and `complete` bound to `entry`. */
-  handlerJob(entry: ContextEntry): HandlerJob {
-    const { job } = entry;
-    return {
-      id: job.id,
-      type: job.type,
-      payload: job.payload,
-      attempt: job.attempt,
-      maxRetries: job.maxRetries,
-      progress: (value) => this.progress(entry, value),
-      complete: (client, result) => this.complete(entry, client, result),
-    };
   }
 
   /** True while the worker may still write for `entry` (see the top of the file). */
@@ -127,12 +120,14 @@ export class HandlerContexts {
     return { id: entry.job.id, attempt: entry.job.attempt, workerId: this.deps.workerId };
   }
 
-  private async progress(entry: ContextEntry, value: unknown): Promise<void> {
+  /** `job.progress(value)` of `entry`'s handler (see {@link HandlerJob.progress}). */
+  async progress(entry: ContextEntry, value: unknown): Promise<void> {
     if (!this.owns(entry)) throw new JobClaimLostError(entry.job.id, "progress");
     await this.deps.writes.writeProgress(this.claim(entry), value);
   }
 
-  private async complete(entry: ContextEntry, client: Queryable, result: unknown): Promise<void> {
+  /** `job.complete(client, result)` of `entry`'s handler (see {@link HandlerJob.complete}). */
+  async complete(entry: ContextEntry, client: Queryable, result: unknown): Promise<void> {
     const resultJson = storableJson(result, "result", LIMITS.payloadBytes);
     if (!this.owns(entry)) throw new JobClaimLostError(entry.job.id, "complete");
     const before = entry.txCompletion;
@@ -197,5 +192,39 @@ export class HandlerContexts {
           );
       })(),
     );
+  }
+}
+
+/**
+ * The job an in-process handler receives: its data as own properties, `progress` and `complete`
+ * as methods bound to its running entry through private fields (one object per job, no closures:
+ * this is on the drain's path). Call them as methods (`job.progress(v)`), as with BullMQ's Job.
+ */
+class BoundHandlerJob implements HandlerJob {
+  readonly id: number;
+  readonly type: string;
+  readonly payload: ClaimedJob["payload"];
+  readonly attempt: number;
+  readonly maxRetries: number;
+  readonly #contexts: HandlerContexts;
+  readonly #entry: ContextEntry;
+
+  constructor(contexts: HandlerContexts, entry: ContextEntry) {
+    const { job } = entry;
+    this.id = job.id;
+    this.type = job.type;
+    this.payload = job.payload;
+    this.attempt = job.attempt;
+    this.maxRetries = job.maxRetries;
+    this.#contexts = contexts;
+    this.#entry = entry;
+  }
+
+  progress(value: unknown): Promise<void> {
+    return this.#contexts.progress(this.#entry, value);
+  }
+
+  complete(client: Queryable, result?: unknown): Promise<void> {
+    return this.#contexts.complete(this.#entry, client, result);
   }
 }

@@ -18,7 +18,7 @@ export type HandlerOutcome = { json: string } | { error: string; permanent?: boo
  */
 export function resultOutcome(result: unknown): HandlerOutcome {
   const stored = toStorableJson(result, "result");
-  if ("json" in stored) return { json: stored.json };
+  if ("json" in stored) return stored;
   return { error: `handler result cannot be stored: ${stored.problem.field} ${stored.problem.message}` };
 }
 
