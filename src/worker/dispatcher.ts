@@ -67,6 +67,7 @@ export class Dispatcher {
       writer,
       events,
       running: (entry) => this.running.get(entry.job.id) === entry,
+      logger,
       sandbox: { size: config.workerCount, killGraceMs: config.handlerKillGraceSeconds * 1000, logger },
     });
     this.limits = new RunLimits(
@@ -228,13 +229,11 @@ export class Dispatcher {
     this.running.set(job.id, entry);
     this.writer.markRunning(job);
     this.limits.start(entry);
-    void this.contexts.invoke(entry, this.registry.get(job.type), controller.signal, this.settled, this.settleFailed);
+    void this.contexts.invoke(entry, this.registry.get(job.type), controller.signal, this.settled);
   }
 
-  private readonly settled = (entry: RunningJob, outcome: HandlerOutcome): void => this.finishJob(entry, outcome);
-  // finishJob does not throw; should it ever, the process must not die with the other jobs.
-  private readonly settleFailed = (entry: RunningJob, error: unknown): void =>
-    this.logger.error({ err: error, jobId: entry.job.id }, "recording a job's outcome failed");
+  private readonly settled = (entry: RunningJob, outcome: HandlerOutcome): void =>
+    this.finishJob(entry, outcome);
 
   /** Ends the sandboxed handlers' child processes (stop), within the kill grace. Never throws. */
   closeSandbox(): Promise<void> {

@@ -16,6 +16,7 @@
 
 import type { Queryable } from "../db/pool.js";
 import { HandlerMissingError, JobClaimLostError } from "../errors.js";
+import type { Logger } from "../log.js";
 import {
   type ClaimStanding,
   type HandlerClaim,
@@ -53,6 +54,8 @@ export interface ContextDeps {
   events: WorkerEmitter;
   /** True while `entry`'s handler runs (it has not returned). */
   running(entry: ContextEntry): boolean;
+  /** Where a failure to record an outcome is logged. */
+  logger: Logger;
   /** The sandbox pool's options, for the first sandboxed job. */
   sandbox: SandboxPoolOptions;
 }
@@ -72,15 +75,13 @@ export class HandlerContexts {
    * a sandboxed handler (which gets the job's data and `progress`, written here for `entry`;
    * `complete` rejects there), then hands its outcome to `settled` (with `entry`). A failure (a
    * throw, a result that cannot be stored, a crash of the handler's process) is `{ error }`.
-   * Never rejects: a throw of `settled` is reported to `settleFailed`. One promise per job (this
-   * is on the drain's path).
+   * Never rejects: a throw of `settled` is logged. One promise per job (this is on the drain's path).
    */
   async invoke<E extends ContextEntry>(
     entry: E,
     handler: RegisteredHandler | undefined,
     signal: AbortSignal,
     settled: (entry: E, outcome: HandlerOutcome) => void,
-    settleFailed: (entry: E, error: unknown) => void,
   ): Promise<void> {
     let outcome: HandlerOutcome;
     try {
@@ -88,8 +89,11 @@ export class HandlerContexts {
       if (isSandboxed(handler)) {
         this.sandbox ??= new SandboxPool(this.deps.sandbox);
         const { id, type, payload, attempt, maxRetries } = entry.job;
-        outcome = await this.sandbox.run(handler, { id, type, payload, attempt, maxRetries }, signal, (value) =>
-          this.progress(entry, value),
+        outcome = await this.sandbox.run(
+          handler,
+          { id, type, payload, attempt, maxRetries },
+          signal,
+          (value) => this.progress(entry, value),
         );
       } else outcome = resultOutcome(await handler(new BoundHandlerJob(this, entry), signal));
     } catch (error) {
@@ -98,7 +102,8 @@ export class HandlerContexts {
     try {
       settled(entry, outcome);
     } catch (error) {
-      settleFailed(entry, error);
+      // The process must not die with the other jobs.
+      this.deps.logger.error({ err: error, jobId: entry.job.id }, "recording a job's outcome failed");
     }
   }
 
