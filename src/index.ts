@@ -35,7 +35,7 @@ import {
   Ledger,
 } from "./queue/ledger.js";
 import { type MigrateResult, migrate } from "./queue/migrate.js";
-import { type PoolingProbe, resolvePooling } from "./queue/pooling.js";
+import { type PoolingProbe, type ProbeQuery, resolvePooling } from "./queue/pooling.js";
 import type { PruneReport } from "./queue/retention.js";
 import type { Schedule, ScheduleOptions } from "./queue/schedules.js";
 import type { TypeLimit, TypeLimitOptions } from "./queue/type-limits.js";
@@ -166,14 +166,15 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
 
   /**
    * The pooling mode in front of PostgreSQL: as `databasePooling` declares it, or, for `"auto"`,
-   * probed once (src/queue/pooling.ts; two short connections) and remembered. Behind a
+   * probed once (src/queue/pooling.ts: on `connections`, which a worker passes from its first lock
+   * session, or on two short connections of its own) and remembered. Behind a
    * transaction- or statement-mode pooler this queue's own pool sends its statements unnamed from
    * then on, and workers refuse to start. The CLI calls it at start; a library user behind
    * PgBouncer in transaction mode sets `databasePooling: "transaction"` instead (README, "PgBouncer").
    * @throws the probe's connection error.
    */
-  detectPooling(): Promise<PoolingProbe> {
-    this.pooling ??= resolvePooling(this.config).then((probe) => {
+  detectPooling(connections?: readonly [ProbeQuery, ProbeQuery]): Promise<PoolingProbe> {
+    this.pooling ??= resolvePooling(this.config, connections).then((probe) => {
       if (probe.mode !== "session") setNamedStatements(this.pool, false);
       return probe;
     });
@@ -371,7 +372,7 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
       runReaper,
       runScheduler,
       types,
-      pooling: () => this.detectPooling(),
+      pooling: (connections) => this.detectPooling(connections),
     });
     this.workers.add(worker);
     worker.once("worker:stopped", () => this.workers.delete(worker));

@@ -15,6 +15,7 @@ import { closeSession } from "../db/pool.js";
 import { LockSessionLostError } from "../errors.js";
 import type { BackoffPolicy } from "./ledger.js";
 import { lockClassFor } from "./lock-class.js";
+import type { ProbeQuery } from "./pooling.js";
 import {
   type ConnectionLimits,
   DEFAULT_CONNECTION_LIMITS,
@@ -348,6 +349,14 @@ export class LockSession {
     const alive = await writeHeartbeat(this.target, worker, fencedWrites, held);
     await ping;
     return alive;
+  }
+
+  /**
+   * This session's two connections as the pooling probe runs on them (pooling.ts
+   * `probeConnections`): a worker probes on its first session instead of opening two more.
+   */
+  probeQueries(): readonly [ProbeQuery, ProbeQuery] {
+    return [(sql) => this.locks.query(sql), (sql) => this.writes.query(sql)];
   }
 
   /** Deletes the worker row (clean shutdown). */

@@ -3,7 +3,8 @@
  * transaction-mode pooler (PgBouncer `pool_mode=transaction`) the API and enqueues work with
  * unnamed statements, and a worker must refuse to start (see {@link PoolingModeError}).
  *
- * The probe, on two connections of its own, c1 and c2: the server pid of c1 (A), of c2 (B), of
+ * The probe, on two connections c1 and c2 (a worker's first lock session's two, or two of its
+ * own): the server pid of c1 (A), of c2 (B), of
  * c1 again (A'). On a session of its own, as PostgreSQL or a session-mode pooler gives, A' = A and
  * B ≠ A, always. A transaction pooler returns c1's server session to its pool after each
  * statement and, last in first out (PgBouncer's default), gives it to c2: B = A; or c1's next
@@ -35,9 +36,34 @@ export interface ProbeOptions {
   connectTimeoutSeconds?: number;
 }
 
-async function pid(client: pg.Client): Promise<number> {
-  const { rows } = await client.query<{ pid: number }>(probeBackendPid);
-  return Number(rows[0]?.pid);
+/** One connection the probe runs on: a statement's text in, its rows out (pg's `query(text)`). */
+export type ProbeQuery = (sql: string) => Promise<{ rows: unknown[] }>;
+
+async function pid(query: ProbeQuery): Promise<number> {
+  const { rows } = await query(probeBackendPid);
+  return Number((rows[0] as { pid?: unknown } | undefined)?.pid);
+}
+
+/**
+ * Probes the pooling mode (see the top of this file) on two connections the caller holds, both
+ * idle and in no transaction. Each statement is bounded as the caller's connections bound it.
+ * @throws a statement's error.
+ */
+export async function probeConnections(c1: ProbeQuery, c2: ProbeQuery): Promise<PoolingProbe> {
+  const first = await pid(c1);
+  for (let round = 0; round < PROBE_ROUNDS; round++) {
+    const a = await pid(c1);
+    const b = await pid(c2);
+    const again = await pid(c1);
+    if (b === a || again !== a || a !== first) {
+      const evidence =
+        b === a
+          ? `two client connections ran on one server session, pid ${a}`
+          : `one client connection ran on server sessions ${[...new Set([first, a, again])].join(", ")}`;
+      return { mode: await transactionOrStatement(c2), evidence };
+    }
+  }
+  return { mode: "session", evidence: `each connection kept its server pid over ${PROBE_ROUNDS} rounds` };
 }
 
 /**
@@ -51,26 +77,15 @@ export async function probePooling(options: ProbeOptions): Promise<PoolingProbe>
   const session = { ...options, applicationName: "taskqueue-pooling-probe", connectTimeoutSeconds };
   const opened: pg.Client[] = [];
   const run = async (): Promise<PoolingProbe> => {
-    // Both at once: the probe is on the path of a worker's start (before its first claim).
     const connects = await Promise.allSettled([connectSession(session), connectSession(session)]);
     for (const c of connects) if (c.status === "fulfilled") opened.push(c.value);
     const refused = connects.find((c): c is PromiseRejectedResult => c.status === "rejected");
     if (refused) throw refused.reason;
     const [c1, c2] = opened as [pg.Client, pg.Client];
-    const first = await pid(c1);
-    for (let round = 0; round < PROBE_ROUNDS; round++) {
-      const a = await pid(c1);
-      const b = await pid(c2);
-      const again = await pid(c1);
-      if (b === a || again !== a || a !== first) {
-        const evidence =
-          b === a
-            ? `two client connections ran on one server session, pid ${a}`
-            : `one client connection ran on server sessions ${[...new Set([first, a, again])].join(", ")}`;
-        return { mode: await transactionOrStatement(c2), evidence };
-      }
-    }
-    return { mode: "session", evidence: `each connection kept its server pid over ${PROBE_ROUNDS} rounds` };
+    return probeConnections(
+      (sql) => c1.query(sql),
+      (sql) => c2.query(sql),
+    );
   };
   const boundMs = (connectTimeoutSeconds * 2 + 5) * 1000;
   try {
@@ -79,17 +94,16 @@ export async function probePooling(options: ProbeOptions): Promise<PoolingProbe>
       return new DatabaseUnavailableError(`the pooling probe did not finish within ${boundMs / 1000} s`);
     });
   } finally {
-    // The answer does not wait for the sessions' ends (a server round trip each, about 10 ms on
-    // the path of a worker's start): they close in the background, each within closeSession's bound.
+    // The answer does not wait for the sessions' ends (a server round trip each).
     for (const client of opened) void closeSession(client);
   }
 }
 
 /** A statement-mode pooler refuses a transaction block; a transaction-mode one allows it. */
-async function transactionOrStatement(client: pg.Client): Promise<PoolingMode> {
+async function transactionOrStatement(query: ProbeQuery): Promise<PoolingMode> {
   try {
-    await client.query(probeBegin);
-    await client.query(probeCommit);
+    await query(probeBegin);
+    await query(probeCommit);
     return "transaction";
   } catch (error) {
     if (/statement mode/i.test(String((error as Error).message))) return "statement";
@@ -106,12 +120,17 @@ export interface PoolingConfig {
 
 /**
  * The pooling mode `config` declares (`databasePooling` `"session"` or `"transaction"`), or, for
- * `"auto"`, the one {@link probePooling} finds.
- * @throws as {@link probePooling}.
+ * `"auto"`, the one the probe finds: on `connections` if given ({@link probeConnections}), else on
+ * two connections of its own ({@link probePooling}).
+ * @throws as the probe.
  */
-export async function resolvePooling(config: PoolingConfig): Promise<PoolingProbe> {
+export async function resolvePooling(
+  config: PoolingConfig,
+  connections?: readonly [ProbeQuery, ProbeQuery],
+): Promise<PoolingProbe> {
   if (config.databasePooling !== "auto")
     return { mode: config.databasePooling, evidence: `DATABASE_POOLING=${config.databasePooling}` };
+  if (connections) return probeConnections(connections[0], connections[1]);
   return probePooling({
     connectionString: config.databaseUrl,
     connectTimeoutSeconds: config.connectTimeoutSeconds,

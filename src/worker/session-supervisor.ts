@@ -43,6 +43,13 @@ export class SessionSupervisor {
   /** The lane's log of repeated failures (a few lines per distinct error, see repeat-log.ts). */
   readonly log: RepeatedLog;
 
+  /**
+   * The first session this supervisor opened, or the error of its first attempt (the worker's
+   * pooling probe runs on it: worker.ts). Settled once; later opens do not change it.
+   */
+  readonly firstOpen: Promise<LockSession>;
+  private readonly firstOpened: { resolve(s: LockSession): void; reject(e: unknown): void };
+
   constructor(
     private readonly config: ResolvedConfig & { databaseUrl: string },
     private readonly workerId: string,
@@ -51,6 +58,12 @@ export class SessionSupervisor {
     private readonly hooks: SessionHooks,
   ) {
     this.log = new RepeatedLog(logger);
+    let opened: SessionSupervisor["firstOpened"] = { resolve: () => undefined, reject: () => undefined };
+    this.firstOpen = new Promise<LockSession>((resolve, reject) => {
+      opened = { resolve, reject };
+    });
+    this.firstOpen.catch(() => undefined);
+    this.firstOpened = opened;
   }
 
   /** The state, for the lane's stop procedure and tests of this module. */
@@ -96,14 +109,21 @@ export class SessionSupervisor {
    * @throws if either connection of the session cannot be opened.
    */
   async open(): Promise<LockSession> {
-    const session = await LockSession.open({
-      connectionString: this.config.databaseUrl,
-      schema: this.config.schema,
-      workerId: this.workerId,
-      onLost: (error) => this.lose(session, error),
-      limits: connectionLimits(this.config),
-    });
+    let session: LockSession;
+    try {
+      session = await LockSession.open({
+        connectionString: this.config.databaseUrl,
+        schema: this.config.schema,
+        workerId: this.workerId,
+        onLost: (error) => this.lose(session, error),
+        limits: connectionLimits(this.config),
+      });
+    } catch (error) {
+      this.firstOpened.reject(error);
+      throw error;
+    }
     this.current = { kind: "open", session };
+    this.firstOpened.resolve(session);
     return session;
   }
 

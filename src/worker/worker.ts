@@ -19,7 +19,12 @@ import type { Logger } from "../log.js";
 import { type MetricsServer, serveMetrics, WorkerProcessMetrics } from "../metrics/worker.js";
 import type { Ledger } from "../queue/ledger.js";
 import { latestSchemaVersion } from "../queue/migrate.js";
-import { assertSessionPooling, type PoolingProbe, resolvePooling } from "../queue/pooling.js";
+import {
+  assertSessionPooling,
+  type PoolingProbe,
+  type ProbeQuery,
+  resolvePooling,
+} from "../queue/pooling.js";
 import { type StopReport, WorkerEmitter } from "./events.js";
 import { JobObserver } from "./job-observer.js";
 import { Lane } from "./lane.js";
@@ -42,9 +47,11 @@ export interface WorkerOptions {
   types?: string[];
   /**
    * The pooling mode in front of PostgreSQL (src/queue/pooling.ts); the start refuses anything but
-   * a session of its own. Default: {@link resolvePooling} of `config` (a probe when `"auto"`).
+   * a session of its own. Called with the first lane's lock session's connections to probe on, or
+   * with none (that session did not open: a probe on connections of its own). Default:
+   * {@link resolvePooling} of `config` (a probe when `"auto"`).
    */
-  pooling?: () => Promise<PoolingProbe>;
+  pooling?: (connections?: readonly [ProbeQuery, ProbeQuery]) => Promise<PoolingProbe>;
   /** Run the cron scheduler in this process (enqueues schedules' ticks, scheduler.ts). Default true. */
   runScheduler?: boolean;
 }
@@ -84,7 +91,7 @@ export class Worker extends WorkerEmitter {
   private readonly config: WorkerOptions["config"];
   private readonly ledger: Ledger;
   /** The pooling mode in front of PostgreSQL, asked once at start (see WorkerOptions.pooling). */
-  private readonly pooling: () => Promise<PoolingProbe>;
+  private readonly pooling: NonNullable<WorkerOptions["pooling"]>;
   private readonly types: string[];
   /** One lane per lock session, each with its share of `workerCount` and `prefetch`; at least one. */
   private readonly lanes: Lane[];
@@ -103,7 +110,7 @@ export class Worker extends WorkerEmitter {
     const { config, registry } = options;
     this.config = config;
     this.ledger = options.ledger;
-    this.pooling = options.pooling ?? (() => resolvePooling(config));
+    this.pooling = options.pooling ?? ((connections) => resolvePooling(config, connections));
     const unknown = (options.types ?? []).filter((t) => !registry.get(t));
     if (unknown.length > 0) throw new HandlerMissingError(unknown);
     this.types = options.types ? [...new Set(options.types)].sort() : registry.types();
@@ -227,9 +234,16 @@ export class Worker extends WorkerEmitter {
         "worker metrics served",
       );
     }
-    // The pooling check runs beside the lanes' connecting, and its refusal is the one reported:
-    // behind a transaction pooler a lane may fail first, for a reason that names no pooler.
-    const poolingChecked = this.pooling().then(assertSessionPooling);
+    // The pooling check runs on the first lane's lock session as soon as it is open, before any
+    // claim (no connections of its own on a worker's start). Its refusal is the one reported:
+    // behind a transaction pooler a lane may fail first, for a reason that names no pooler; if
+    // that session does not open, a probe on connections of its own says whether a pooler is why.
+    const poolingChecked = (this.lanes[0] as Lane).supervisor.firstOpen
+      .then(
+        (session) => this.pooling(session.probeQueries()),
+        () => this.pooling(),
+      )
+      .then(assertSessionPooling);
     const schemaChecked = Promise.all([this.checkSchemaVersion(), poolingChecked]).then(() => undefined);
     schemaChecked.catch(() => undefined);
     const results = await Promise.allSettled(this.lanes.map((lane) => lane.start(schemaChecked)));
