@@ -46,6 +46,17 @@ export const MetricsResponse = Type.Object({
     Type.Object({ type: Type.String(), paused_at: Type.String({ format: "date-time" }) }),
     { description: "Paused types (no worker claims their jobs), in type order (POST /types/{type}/pause)." },
   ),
+  type_limits: Type.Array(
+    Type.Object({
+      type: Type.String(),
+      max_running: nullable(Type.Integer({ description: "At most this many held at once; null: unset." })),
+      rate_per_second: nullable(
+        Type.Number({ description: "At most this many starts per second; null: unset." }),
+      ),
+      burst: nullable(Type.Integer({ description: "The token bucket as set; null: ceil(rate_per_second)." })),
+    }),
+    { description: "Types with global limits (PUT /types/{type}/limit), in type order." },
+  ),
   unhandled_types: Type.Array(
     Type.Object({
       type: Type.String(),

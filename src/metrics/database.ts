@@ -26,6 +26,9 @@ export const JOB_COUNTERS = {
     "Handlers that had not settled JOB_ABORT_GRACE_SECONDS after a cancel or timeout aborted them: their slot was freed.",
 } as const;
 
+/** A type's global limits, as the metrics read them. */
+type Limit = QueueMetrics["typeLimits"][number];
+
 /** One scrape's figures: the JSON metrics and the figures by type. */
 interface Snapshot {
   metrics: QueueMetrics;
@@ -104,6 +107,28 @@ export class DatabaseMetrics {
       type: "gauge",
       samples: () => this.pausedSamples(),
     });
+    for (const [name, help, value] of [
+      [
+        "taskqueue_type_limit_max_running",
+        "A limited type's global limit of held jobs (claimed or running), per type with that limit.",
+        (l: Limit) => l.maxRunning,
+      ],
+      [
+        "taskqueue_type_limit_rate_per_second",
+        "A limited type's global limit of starts per second, per type with that limit.",
+        (l: Limit) => l.ratePerSecond,
+      ],
+    ] as const)
+      snapshotMetric(r, {
+        name,
+        help,
+        type: "gauge",
+        samples: () =>
+          (this.snapshot?.metrics.typeLimits ?? []).flatMap((l) => {
+            const v = value(l);
+            return v === null ? [] : [{ labels: { type: l.type }, value: v }];
+          }),
+      });
     snapshotMetric(r, {
       name: "taskqueue_unhandled_pending_jobs",
       help: "Pending jobs of a type that no live worker claims, per type (absent: some worker claims it).",

@@ -56,6 +56,7 @@ export async function readMetrics(
     fencedWrites: r.fenced_writes,
     windowSeconds: METRICS_WINDOW_SECONDS,
     pausedTypes: states.filter((t) => t.paused).map((t) => ({ type: t.type, pausedAt: t.pausedAt as Date })),
+    typeLimits: states.flatMap((t) => (t.limit ? [{ type: t.type, ...t.limit }] : [])),
     unhandledTypes: unhandledTypes(states),
   };
 }

@@ -157,6 +157,17 @@ export interface QueueMetrics {
   /** Paused types (claims skip them), in type order, with when each was paused. */
   pausedTypes: { type: string; pausedAt: Date }[];
   /**
+   * Types with global limits (issue 13, item 3; `setTypeLimit`), in type order: at most
+   * `maxRunning` held at once, at most `ratePerSecond` starts per second (null: that limit unset),
+   * `burst` the token bucket as set (null: the default, ceil(ratePerSecond)).
+   */
+  typeLimits: {
+    type: string;
+    maxRunning: number | null;
+    ratePerSecond: number | null;
+    burst: number | null;
+  }[];
+  /**
    * Types with pending jobs that no live worker claims, in type order: how many are pending and
    * the age of the oldest due one (seconds; null when none is due yet).
    */

@@ -39,6 +39,7 @@ describe("metrics", () => {
       "jobs_per_second",
       "paused_types",
       "queue_depth",
+      "type_limits",
       "unhandled_types",
       "window_seconds",
     ]);
@@ -48,6 +49,7 @@ describe("metrics", () => {
     assert.equal(m.active_workers, 0);
     assert.equal(m.jobs_per_second, 0);
     assert.equal(m.error_rate, 0);
+    assert.deepEqual(m.type_limits, []);
     assert.equal(m.dead_letter_count, 0);
     assert.equal(m.fenced_writes, 0);
     assert.equal(m.window_seconds, 60);

@@ -113,6 +113,28 @@ describe("job types", () => {
     assert.deepEqual(await types(), []);
   });
 
+  it("shows each limited type's limits in GET /metrics and as Prometheus gauges, until removed", async () => {
+    assert.equal((await putLimit("mail", { max_running: 5, rate_per_second: 2.5 })).statusCode, 200);
+    assert.equal((await putLimit("sms", { rate_per_second: 10, burst: 20 })).statusCode, 200);
+    const metrics = async () =>
+      (await api.app.inject({ method: "GET", url: "/metrics" })).json<MetricsResponse>().type_limits;
+    assert.deepEqual(await metrics(), [
+      { type: "mail", max_running: 5, rate_per_second: 2.5, burst: null },
+      { type: "sms", max_running: null, rate_per_second: 10, burst: 20 },
+    ]);
+    const prometheus = async () => (await api.app.inject({ method: "GET", url: "/metrics/prometheus" })).body;
+    const text = await prometheus();
+    assert.equal(sample(text, 'taskqueue_type_limit_max_running{type="mail"}'), 5);
+    assert.equal(sample(text, 'taskqueue_type_limit_max_running{type="sms"}'), undefined, "no such limit");
+    assert.equal(sample(text, 'taskqueue_type_limit_rate_per_second{type="mail"}'), 2.5);
+    assert.equal(sample(text, 'taskqueue_type_limit_rate_per_second{type="sms"}'), 10);
+    assert.match(text, /^# TYPE taskqueue_type_limit_max_running gauge$/m);
+    await deleteLimit("mail");
+    await deleteLimit("sms");
+    assert.deepEqual(await metrics(), []);
+    assert.doesNotMatch(await prometheus(), /^taskqueue_type_limit_/m);
+  });
+
   it("answers 422 naming each bad limit field, and writes nothing", async () => {
     assertProblem(await putLimit("t", {}), 422, ["max_running"]);
     assertProblem(await putLimit("t", { max_running: 0 }), 422, ["max_running"]);

@@ -54,21 +54,28 @@ describe("taskqueue types", () => {
     assert.deepEqual(await db.sql("SELECT type FROM paused_types"), []);
   });
 
-  it("inspect shows paused types, and pending jobs no live worker claims", async () => {
+  it("inspect shows paused types, limited types, and pending jobs no live worker claims", async () => {
     await db.sql("DELETE FROM jobs");
     await db.sql("INSERT INTO jobs (type, run_at) VALUES ('orphan', now() - interval '5 seconds')");
     await cli(["types", "pause", "email"]);
+    await cli(["types", "limit", "email", "--max-running", "5", "--rate", "2.5"]);
+    await cli(["types", "limit", "sms", "--rate", "10"]);
     try {
       const stdout = await cli(["inspect"]);
       assert.match(stdout, /^paused {3}email since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/m);
+      assert.match(stdout, /^limits {3}email max 5 running, 2\.5\/s · sms 10\/s$/m);
       assert.match(
         stdout,
         /^orphans {2}orphan 1 pending, oldest due \d+\.\d s \(no live worker claims them\)$/m,
       );
     } finally {
       await cli(["types", "resume", "email"]);
+      await cli(["types", "unlimit", "email"]);
+      await cli(["types", "unlimit", "sms"]);
     }
-    assert.doesNotMatch(await cli(["inspect"]), /^paused/m, "no line without paused types");
+    const without = await cli(["inspect"]);
+    assert.doesNotMatch(without, /^paused/m, "no line without paused types");
+    assert.doesNotMatch(without, /^limits/m, "no line without limited types");
   });
 
   it("limit writes the type's limits, list shows them, unlimit removes them", async () => {

@@ -165,6 +165,14 @@ describe("a real Prometheus scrapes taskqueue", { timeout: 180_000 }, () => {
       signal: AbortSignal.timeout(10_000),
     });
     assert.equal(pause.status, 200, await pause.text());
+    // A limited type, so that the limit gauges have series too.
+    const limit = await fetch(`${apiUrl}/types/nobody_runs_this/limit`, {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ max_running: 3, rate_per_second: 1.5 }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    assert.equal(limit.status, 200, await limit.text());
     await enqueue([{ type: "nobody_runs_this" }]);
     try {
       for (const url of [`${apiUrl}/metrics/prometheus`, workerMetricsUrl]) {
@@ -175,6 +183,8 @@ describe("a real Prometheus scrapes taskqueue", { timeout: 180_000 }, () => {
         if (url === workerMetricsUrl) continue;
         assert.match(body, /^taskqueue_type_paused\{type="always_fail"\} 1$/m);
         assert.match(body, /^taskqueue_unhandled_pending_jobs\{type="nobody_runs_this"\} 1$/m);
+        assert.match(body, /^taskqueue_type_limit_max_running\{type="nobody_runs_this"\} 3$/m);
+        assert.match(body, /^taskqueue_type_limit_rate_per_second\{type="nobody_runs_this"\} 1\.5$/m);
         assert.match(
           body,
           /^taskqueue_unhandled_oldest_pending_age_seconds\{type="nobody_runs_this"\} [\d.e-]+$/m,
@@ -183,6 +193,10 @@ describe("a real Prometheus scrapes taskqueue", { timeout: 180_000 }, () => {
     } finally {
       await fetch(`${apiUrl}/types/always_fail/resume`, {
         method: "POST",
+        signal: AbortSignal.timeout(10_000),
+      });
+      await fetch(`${apiUrl}/types/nobody_runs_this/limit`, {
+        method: "DELETE",
         signal: AbortSignal.timeout(10_000),
       });
       await db.sql("DELETE FROM jobs WHERE type = 'nobody_runs_this'");

@@ -29,6 +29,12 @@ export function toMetricsResponse(m: QueueMetrics): MetricsResponse {
     fenced_writes: m.fencedWrites,
     window_seconds: m.windowSeconds,
     paused_types: m.pausedTypes.map((t) => ({ type: t.type, paused_at: t.pausedAt.toISOString() })),
+    type_limits: m.typeLimits.map((l) => ({
+      type: l.type,
+      max_running: l.maxRunning,
+      rate_per_second: l.ratePerSecond,
+      burst: l.burst,
+    })),
     unhandled_types: m.unhandledTypes.map((t) => ({
       type: t.type,
       pending: t.pending,

@@ -132,6 +132,18 @@ export function renderSnapshot(snapshot: Snapshot, size: ScreenSize, status = ""
       head.push(
         `${label("paused")}${m.pausedTypes.map((p) => `${p.type} since ${p.pausedAt.toISOString().slice(0, 19)}Z`).join(" · ")}`,
       );
+    if (m.typeLimits.length > 0)
+      head.push(
+        `${label("limits")}${m.typeLimits
+          .map((l) => {
+            const limits = [
+              l.maxRunning === null ? null : `max ${l.maxRunning} running`,
+              l.ratePerSecond === null ? null : `${l.ratePerSecond}/s`,
+            ];
+            return `${l.type} ${limits.filter((x) => x !== null).join(", ")}`;
+          })
+          .join(" · ")}`,
+      );
     if (m.unhandledTypes.length > 0)
       head.push(
         `${label("orphans")}${m.unhandledTypes
