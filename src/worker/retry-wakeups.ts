@@ -12,6 +12,13 @@ const COALESCE_MS = 5;
 /** Most due times kept; beyond it, the latest are left to the poll. */
 const MAX_DUE_TIMES = 10_000;
 
+/**
+ * The longest delay a Node timer takes, milliseconds (2^31 - 1, about 24.8 days): a longer one
+ * fires after 1 ms instead (with a TimeoutOverflowWarning). A due time further away (a type limited
+ * to a tiny rate, a far backoff) is waited for in steps of at most this.
+ */
+export const MAX_TIMER_DELAY_MS = 2_147_483_647;
+
 export class RetryWakeups {
   /** Due times not yet woken for, epoch milliseconds, ascending. */
   private dueAtMs: number[] = [];
@@ -60,19 +67,18 @@ export class RetryWakeups {
     if (next === undefined) return;
     if (this.timer && this.timer.atMs <= next) return;
     if (this.timer) clearTimeout(this.timer.handle);
-    this.timer = {
-      atMs: next,
-      handle: setTimeout(() => this.fire(), Math.max(0, next - Date.now()) + COALESCE_MS),
-    };
+    const delayMs = Math.min(Math.max(0, next - Date.now()) + COALESCE_MS, MAX_TIMER_DELAY_MS);
+    this.timer = { atMs: next, handle: setTimeout(() => this.fire(), delayMs) };
   }
 
+  /** Wakes the lane if a due time has come (a capped timer may fire before any), and re-arms. */
   private fire(): void {
     this.timer = null;
     const now = Date.now();
     let due = 0;
     while (due < this.dueAtMs.length && (this.dueAtMs[due] as number) <= now) due++;
     this.dueAtMs.splice(0, due);
-    this.wake();
+    if (due > 0) this.wake();
     this.arm();
   }
 }

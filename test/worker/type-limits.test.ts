@@ -104,3 +104,30 @@ it("a worker of a limited and an unlimited type claims both; removing the limit 
     await w.stop();
   }
 });
+
+it("a rate whose next token is beyond a timer's range does not make the worker spin (shared case: tiny rate)", async () => {
+  // 1e-300/s: the first job takes the bucket's one token; the next is due in ~1e300 s, far past the
+  // ~24.8 days a Node timer can wait (a longer delay fires after 1 ms: a claim every millisecond).
+  await db.ledger.setTypeLimit("glacial", { ratePerSecond: 1e-300 });
+  const warnings: string[] = [];
+  const onWarning = (warning: Error) => warnings.push(warning.name);
+  process.on("warning", onWarning);
+  const { worker: w } = await worker(["glacial"], 1);
+  try {
+    const first = waitForEvents(w, "job:completed", 1, () => true, 10_000);
+    await db.ledger.addJobs([{ type: "glacial" }, { type: "glacial" }]);
+    await first;
+    let claims = 0;
+    const count = () => claims++;
+    w.on("claim:returned", count);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    w.off("claim:returned", count);
+    assert.ok(claims <= 2, `${claims} claims in 500 ms while the only job waits for a token`);
+    assert.deepEqual(warnings, [], "no TimeoutOverflowWarning");
+    const [row] = await db.sql<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE status = 'pending'");
+    assert.equal(row?.n, 1, "the second job waits");
+  } finally {
+    process.off("warning", onWarning);
+    await w.stop();
+  }
+});
