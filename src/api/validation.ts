@@ -42,6 +42,7 @@ export interface SchemaValidationError {
 interface SchemaFields {
   type?: unknown;
   minimum?: number;
+  exclusiveMinimum?: number;
   maximum?: number;
   minLength?: number;
   maxLength?: number;
@@ -64,9 +65,18 @@ function describeSchema(schema: SchemaFields): string | null {
         return integerRangeMessage({ min: schema.minimum, max: schema.maximum });
       if (schema.minimum !== undefined) return `must be an integer of at least ${schema.minimum}`;
       return "must be an integer";
+    case "number": {
+      // As the ledger words it (type-limits.ts): "must be a number above 0, at most 1,000,000".
+      const bounds = [
+        schema.exclusiveMinimum !== undefined ? `above ${schema.exclusiveMinimum}` : null,
+        schema.minimum !== undefined ? `at least ${schema.minimum.toLocaleString("en")}` : null,
+        schema.maximum !== undefined ? `at most ${schema.maximum.toLocaleString("en")}` : null,
+      ].filter((b) => b !== null);
+      return bounds.length > 0 ? `must be a number ${bounds.join(", ")}` : "must be a number";
+    }
     case "string":
       if (schema.format === "date-time")
-        return "must be an ISO-8601 date-time with a UTC offset, e.g. 2030-01-01T12:00:00Z (a time without offset is ambiguous)";
+        return "must be a real date and time in ISO-8601 with a UTC offset and a 4-digit year, e.g. 2030-01-01T12:00:00Z (a time without offset is ambiguous)";
       if (schema.minLength !== undefined && schema.maxLength !== undefined)
         return lengthRangeMessage({ min: schema.minLength, max: schema.maxLength });
       return "must be a string";

@@ -49,7 +49,7 @@ export function registerTypeCommands(program: Command): void {
   const types = program
     .command("types")
     .description(
-      "job types: pending jobs and live workers per type; pause and resume claiming a type; global limits per type (needs DATABASE_URL)",
+      "job types: pending jobs and live workers per type; pause and resume claiming a type; global limits per type (DATABASE_URL, or the embedded database of a running npm start here)",
     );
 
   types

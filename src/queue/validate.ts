@@ -303,7 +303,7 @@ export function validateJobSpec(
       problems.push({
         field: name("runAt"),
         message:
-          "must be an ISO-8601 date-time with a UTC offset, e.g. 2030-01-01T12:00:00Z (a time without offset is ambiguous)",
+          "must be a real date and time in ISO-8601 with a UTC offset and a 4-digit year, e.g. 2030-01-01T12:00:00Z (a time without offset is ambiguous)",
       });
     } else {
       when = new Date(runAt.replace(" ", "T"));

@@ -142,6 +142,12 @@ describe("job types", () => {
     assertProblem(await putLimit("t", { rate_per_second: 0 }), 422, ["rate_per_second"]);
     assertProblem(await putLimit("t", { rate_per_second: "5" }), 422, ["rate_per_second"]);
     assertProblem(await putLimit("t", { rate_per_second: 2e6 }), 422, ["rate_per_second"]);
+    const worded = (await putLimit("t", { rate_per_second: 0 })).json<{ errors: { message: string }[] }>();
+    assert.equal(
+      worded.errors[0]?.message,
+      "must be a number above 0, at most 1,000,000",
+      "as the ledger words it",
+    );
     assertProblem(await putLimit("t", { max_running: 3, burst: 4 }), 422, ["burst"]);
     assertProblem(await putLimit("t", { max_running: 3, extra: 1 }), 422);
     assertProblem(await putLimit("x".repeat(201), { max_running: 3 }), 422, ["type"]);
