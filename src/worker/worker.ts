@@ -14,7 +14,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { ResolvedConfig } from "../config.js";
-import { HandlerMissingError, SchemaVersionError, WorkerStateError } from "../errors.js";
+import { HandlerMissingError, PoolingModeError, SchemaVersionError, WorkerStateError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { type MetricsServer, serveMetrics, WorkerProcessMetrics } from "../metrics/worker.js";
 import type { Ledger } from "../queue/ledger.js";
@@ -238,9 +238,13 @@ export class Worker extends WorkerEmitter {
     // claim (no connections of its own on a worker's start). Its refusal is the one reported:
     // behind a transaction pooler a lane may fail first, for a reason that names no pooler; if
     // that session does not open, a probe on connections of its own says whether a pooler is why.
+    let probedOnSession = false;
     const poolingChecked = (this.lanes[0] as Lane).supervisor.firstOpen
       .then(
-        (session) => this.pooling(session.probeQueries()),
+        (session) => {
+          probedOnSession = true;
+          return this.pooling(session.probeQueries());
+        },
         () => this.pooling(),
       )
       .then(assertSessionPooling);
@@ -249,13 +253,18 @@ export class Worker extends WorkerEmitter {
     const results = await Promise.allSettled(this.lanes.map((lane) => lane.start(schemaChecked)));
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failure) {
+      // The probe's verdict before the lanes stop: it may be running on the first lane's session.
+      const refusal = await poolingChecked.then(
+        () => null,
+        (error: unknown) => error,
+      );
       await Promise.all(this.lanes.map((lane) => lane.stop(0)));
       await this.metricsServer?.close();
       if (this.workerState === "starting") this.workerState = "failed";
-      throw await poolingChecked.then(
-        () => failure.reason,
-        (refusal: unknown) => refusal,
-      );
+      // A probe on the lane's own session that failed only shares the lane's failure.
+      throw refusal === null || (probedOnSession && !(refusal instanceof PoolingModeError))
+        ? failure.reason
+        : refusal;
     }
     // A stop that began during the start keeps every lane from claiming.
     if (this.workerState === "starting") {

@@ -11,6 +11,7 @@ import { SchemaVersionError } from "../../src/errors.js";
 import { createLogger } from "../../src/log.js";
 import { Ledger } from "../../src/queue/ledger.js";
 import { migrate } from "../../src/queue/migrate.js";
+import { resolvePooling } from "../../src/queue/pooling.js";
 import { HandlerRegistry } from "../../src/worker/registry.js";
 import { Worker } from "../../src/worker/worker.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
@@ -222,6 +223,36 @@ it("a worker refuses to start on a schema older than it needs, and says what to 
   await migrate(db.pool, { schema, notifyChannel: `${schema}_jobs`, toVersion: 1 });
   try {
     await refusesToStart(schema, 1);
+  } finally {
+    await db.pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+  }
+});
+
+it("a worker refused for its schema says so, even while its pooling probe still runs on its lock session", async () => {
+  const schema = `tq_test_v1_${randomBytes(4).toString("hex")}`;
+  await migrate(db.pool, { schema, notifyChannel: `${schema}_jobs`, toVersion: 1 });
+  const config = {
+    ...db.config,
+    schema,
+    notifyChannel: `${schema}_jobs`,
+    databaseUrl: db.config.databaseUrl as string,
+  };
+  const worker = new Worker({
+    config,
+    registry: new HandlerRegistry().register("noop", () => null),
+    ledger: new Ledger(db.pool, schema),
+    logger: createLogger("silent"),
+    // A slow probe (fault injected): the schema check refuses first, while the probe has yet to run
+    // on the first lane's session. Its statements must not meet a session closed under them.
+    pooling: async (connections) => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return resolvePooling({ ...config, databasePooling: "auto" }, connections);
+    },
+  });
+  try {
+    await assert.rejects(worker.start(), (error: unknown) => error instanceof SchemaVersionError);
+    await worker.stop(0);
+    assert.equal(await openSessions(worker.id), 0, "nothing was left open");
   } finally {
     await db.pool.query(`DROP SCHEMA "${schema}" CASCADE`);
   }
