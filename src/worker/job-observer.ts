@@ -14,19 +14,10 @@ import type { Ledger } from "../queue/ledger.js";
 import type { ClaimedJob } from "../queue/types.js";
 import type { WorkerEmitter } from "./events.js";
 
-/** What the observer tells of a job this process holds. */
+/** What the observer remembers of a job this process holds. */
 interface Held {
   type: string;
   attempt: number;
-  claimedAtMs: number;
-}
-
-/**
- * One claim's jobs, and when they were claimed: what `held` maps each of their ids to (one object
- * per claim, not per job; a job is found in its batch only for the rare events that log it).
- */
-interface ClaimBatch {
-  jobs: readonly ClaimedJob[];
   claimedAtMs: number;
 }
 
@@ -34,7 +25,7 @@ interface ClaimBatch {
 const UNKNOWN: Held = { type: "unknown", attempt: -1, claimedAtMs: Number.NaN };
 
 export class JobObserver {
-  private readonly held = new Map<number, ClaimBatch>();
+  private readonly held = new Map<number, Held>();
   /** Events counted here and not yet added to job_totals, by `type` NUL `event`. */
   private readonly pending = new Map<string, number>();
   private flushing: Promise<void> | null = null;
@@ -90,7 +81,7 @@ export class JobObserver {
       this.countEvent(job.type, "fenced");
     });
     events.on("job:aborted", ({ id, reason }) => {
-      const job = this.find(id);
+      const job = this.held.get(id) ?? UNKNOWN;
       this.metrics?.count(job.type, "aborted");
       this.logger.info(
         { ...this.fields(id, job), event: "aborted", reason, durationMs: this.since(job) },
@@ -100,7 +91,7 @@ export class JobObserver {
       );
     });
     events.on("job:overdue", ({ id, reason, graceMs }) => {
-      const job = this.find(id);
+      const job = this.held.get(id) ?? UNKNOWN;
       this.metrics?.count(job.type, "overdue");
       this.logger.warn(
         { ...this.fields(id, job), event: "overdue", reason, graceMs },
@@ -139,10 +130,10 @@ export class JobObserver {
   }
 
   private claimed(jobs: readonly ClaimedJob[]): void {
-    const batch: ClaimBatch = { jobs, claimedAtMs: performance.now() };
+    const now = performance.now();
     const debug = this.logger.isLevelEnabled("debug");
     for (const job of jobs) {
-      this.held.set(job.id, batch);
+      this.held.set(job.id, { type: job.type, attempt: job.attempt, claimedAtMs: now });
       this.metrics?.count(job.type, "claimed");
       if (debug)
         this.logger.debug(
@@ -154,16 +145,9 @@ export class JobObserver {
 
   /** Forgets a job this process no longer holds; what it knew of it (type `unknown` if nothing). */
   private finish(id: number): Held {
-    const job = this.find(id);
+    const job = this.held.get(id);
     this.held.delete(id);
-    return job;
-  }
-
-  /** What the observer knows of held job `id` (type `unknown` if nothing). */
-  private find(id: number): Held {
-    const batch = this.held.get(id);
-    const job = batch?.jobs.find((j) => j.id === id);
-    return batch && job ? { type: job.type, attempt: job.attempt, claimedAtMs: batch.claimedAtMs } : UNKNOWN;
+    return job ?? UNKNOWN;
   }
 
   private fields(id: number, job: Held) {

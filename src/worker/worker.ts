@@ -238,13 +238,9 @@ export class Worker extends WorkerEmitter {
     // claim (no connections of its own on a worker's start). Its refusal is the one reported:
     // behind a transaction pooler a lane may fail first, for a reason that names no pooler; if
     // that session does not open, a probe on connections of its own says whether a pooler is why.
-    let probedOnSession = false;
     const poolingChecked = (this.lanes[0] as Lane).supervisor.firstOpen
       .then(
-        (session) => {
-          probedOnSession = true;
-          return this.pooling(session.probeQueries());
-        },
+        (session) => this.pooling(session.probeQueries()),
         () => this.pooling(),
       )
       .then(assertSessionPooling);
@@ -261,10 +257,9 @@ export class Worker extends WorkerEmitter {
       await Promise.all(this.lanes.map((lane) => lane.stop(0)));
       await this.metricsServer?.close();
       if (this.workerState === "starting") this.workerState = "failed";
-      // A probe on the lane's own session that failed only shares the lane's failure.
-      throw refusal === null || (probedOnSession && !(refusal instanceof PoolingModeError))
-        ? failure.reason
-        : refusal;
+      // Only a pooler found is reported instead of the lane's failure (a probe that could not run
+      // failed for the same reason as the lane, or because the lane's session was closed).
+      throw refusal instanceof PoolingModeError ? refusal : failure.reason;
     }
     // A stop that began during the start keeps every lane from claiming.
     if (this.workerState === "starting") {
