@@ -14,10 +14,23 @@ import type { Ledger } from "../queue/ledger.js";
 import type { ClaimedJob } from "../queue/types.js";
 import type { WorkerEmitter } from "./events.js";
 
-/** What the observer remembers of a job this process holds. */
+/** What the observer tells of a job this process holds. */
 interface Held {
   type: string;
   attempt: number;
+  claimedAtMs: number;
+}
+
+/**
+ * One claim's jobs (ids, types and attempts, index for index) and when they were claimed: what
+ * `held` maps each of their ids to. One record per claim, not per job (this is on the drain's
+ * path), and no reference to the jobs themselves, so that a slow job does not keep its claim's
+ * payloads alive; a job is looked up in its batch only for the rare events that log it.
+ */
+interface ClaimBatch {
+  ids: number[];
+  types: string[];
+  attempts: number[];
   claimedAtMs: number;
 }
 
@@ -25,7 +38,7 @@ interface Held {
 const UNKNOWN: Held = { type: "unknown", attempt: -1, claimedAtMs: Number.NaN };
 
 export class JobObserver {
-  private readonly held = new Map<number, Held>();
+  private readonly held = new Map<number, ClaimBatch>();
   /** Events counted here and not yet added to job_totals, by `type` NUL `event`. */
   private readonly pending = new Map<string, number>();
   private flushing: Promise<void> | null = null;
@@ -81,7 +94,7 @@ export class JobObserver {
       this.countEvent(job.type, "fenced");
     });
     events.on("job:aborted", ({ id, reason }) => {
-      const job = this.held.get(id) ?? UNKNOWN;
+      const job = this.find(id);
       this.metrics?.count(job.type, "aborted");
       this.logger.info(
         { ...this.fields(id, job), event: "aborted", reason, durationMs: this.since(job) },
@@ -91,7 +104,7 @@ export class JobObserver {
       );
     });
     events.on("job:overdue", ({ id, reason, graceMs }) => {
-      const job = this.held.get(id) ?? UNKNOWN;
+      const job = this.find(id);
       this.metrics?.count(job.type, "overdue");
       this.logger.warn(
         { ...this.fields(id, job), event: "overdue", reason, graceMs },
@@ -130,10 +143,13 @@ export class JobObserver {
   }
 
   private claimed(jobs: readonly ClaimedJob[]): void {
-    const now = performance.now();
+    const batch: ClaimBatch = { ids: [], types: [], attempts: [], claimedAtMs: performance.now() };
     const debug = this.logger.isLevelEnabled("debug");
     for (const job of jobs) {
-      this.held.set(job.id, { type: job.type, attempt: job.attempt, claimedAtMs: now });
+      batch.ids.push(job.id);
+      batch.types.push(job.type);
+      batch.attempts.push(job.attempt);
+      this.held.set(job.id, batch);
       this.metrics?.count(job.type, "claimed");
       if (debug)
         this.logger.debug(
@@ -145,9 +161,21 @@ export class JobObserver {
 
   /** Forgets a job this process no longer holds; what it knew of it (type `unknown` if nothing). */
   private finish(id: number): Held {
-    const job = this.held.get(id);
+    const job = this.find(id);
     this.held.delete(id);
-    return job ?? UNKNOWN;
+    return job;
+  }
+
+  /** What the observer knows of held job `id` (type `unknown` if nothing). */
+  private find(id: number): Held {
+    const batch = this.held.get(id);
+    const i = batch ? batch.ids.indexOf(id) : -1;
+    if (!batch || i < 0) return UNKNOWN;
+    return {
+      type: batch.types[i] as string,
+      attempt: batch.attempts[i] as number,
+      claimedAtMs: batch.claimedAtMs,
+    };
   }
 
   private fields(id: number, job: Held) {
