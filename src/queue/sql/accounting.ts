@@ -55,19 +55,6 @@ const executionBin = (secondsExpr: string): string =>
   `floor(8 * ln(1 + greatest(${secondsExpr}, 0) * 1e6) / ln(2))::smallint`;
 
 /**
- * A CTE body adding the completed jobs of `source` (which has a column `exec_seconds`) to this
- * second's job_exec_bins rows, one row per execution-time bin: count and total seconds.
- */
-export const recordExecutionBins = (source: string): string =>
-  `INSERT INTO $S.job_exec_bins AS b (bucket, slot, bin, jobs, exec_seconds)
-       SELECT date_trunc('second', now()), pg_backend_pid() % 16, ${executionBin("exec_seconds")}, count(*),
-              sum(exec_seconds)
-       FROM ${source}
-       GROUP BY 3
-       ON CONFLICT (bucket, slot, bin) DO UPDATE
-         SET jobs = b.jobs + excluded.jobs, exec_seconds = b.exec_seconds + excluded.exec_seconds`;
-
-/**
  * An expression: the distinct types (comma-separated, or NULL if none) of `source`'s rows that are
  * pending and due now, i.e. jobs that became claimable without an insert.
  */
@@ -118,19 +105,48 @@ const histogramBucket = (secondsExpr: string): string => {
 };
 
 /**
- * A CTE body adding the completed jobs of `source` (columns `type`, `exec_seconds`, `wait_seconds`)
- * to job_histogram: per type, one row per bucket of execution seconds and of queue-wait seconds,
- * with the count and the total seconds.
+ * The CTEs that count the completed jobs of `source` (a CTE with columns `type`, `exec_seconds`,
+ * `wait_seconds`), named `<source>_…`: their status (job_counts), this second's stats (job_stats),
+ * execution-time bins (job_exec_bins, schema version 3) and, per type, the execution and queue-wait
+ * histograms (job_histogram, schema version 8: one row per bucket, with the count and the total
+ * seconds). One pass over `source` groups its rows by type and by every bin and bucket they fall
+ * in (`<source>_groups`, a handful of rows for a batch of similar jobs); each counter then reads
+ * those groups instead of the batch. Measured: a completion of 1,000 jobs spent 1.35 ms in four
+ * passes over its rows (0.85 ms in the histograms' 2,000), about a tenth of the statement.
  */
-export const recordHistograms = (source: string): string =>
-  `INSERT INTO $S.job_histogram AS h (type, metric, bucket, shard, count, sum_seconds)
-       SELECT type, metric, ${histogramBucket("seconds")}, pg_backend_pid() % 16, count(*), sum(seconds)
-       FROM (SELECT type, 'execution'::text, greatest(exec_seconds, 0) FROM ${source}
+export const recordCompletions = (source: string): string => {
+  const groups = `${source}_groups`;
+  return `${groups} AS MATERIALIZED (
+       SELECT type, ${executionBin("exec_seconds")} AS bin,
+              ${histogramBucket("greatest(exec_seconds, 0)")} AS exec_bucket,
+              ${histogramBucket("greatest(coalesce(wait_seconds, 0), 0)")} AS wait_bucket,
+              count(*) AS jobs, sum(exec_seconds) AS exec_seconds,
+              sum(greatest(exec_seconds, 0)) AS exec_histogram_seconds,
+              sum(greatest(coalesce(wait_seconds, 0), 0)) AS wait_seconds
+       FROM ${source}
+       GROUP BY 1, 2, 3, 4
+     ), ${source}_counted AS (
+       ${countStatuses(`SELECT 'done'::text, sum(jobs) FROM ${groups}`)}
+     ), ${source}_stats AS (
+       ${recordStats({ source: groups, done: "coalesce(sum(jobs), 0)", failed: "0", execSeconds: "sum(exec_seconds)" })}
+     ), ${source}_bins AS (
+       INSERT INTO $S.job_exec_bins AS b (bucket, slot, bin, jobs, exec_seconds)
+       SELECT date_trunc('second', now()), pg_backend_pid() % 16, bin, sum(jobs), sum(exec_seconds)
+       FROM ${groups}
+       GROUP BY bin
+       ON CONFLICT (bucket, slot, bin) DO UPDATE
+         SET jobs = b.jobs + excluded.jobs, exec_seconds = b.exec_seconds + excluded.exec_seconds
+     ), ${source}_histograms AS (
+       INSERT INTO $S.job_histogram AS h (type, metric, bucket, shard, count, sum_seconds)
+       SELECT type, metric, bucket, pg_backend_pid() % 16, sum(jobs), sum(seconds)
+       FROM (SELECT type, 'execution'::text, exec_bucket, jobs, exec_histogram_seconds FROM ${groups}
              UNION ALL
-             SELECT type, 'queue_wait', greatest(coalesce(wait_seconds, 0), 0) FROM ${source}) AS v(type, metric, seconds)
+             SELECT type, 'queue_wait', wait_bucket, jobs, wait_seconds FROM ${groups}) AS v(type, metric, bucket, jobs, seconds)
        GROUP BY 1, 2, 3
        ON CONFLICT (type, metric, bucket, shard) DO UPDATE
-         SET count = h.count + excluded.count, sum_seconds = h.sum_seconds + excluded.sum_seconds`;
+         SET count = h.count + excluded.count, sum_seconds = h.sum_seconds + excluded.sum_seconds
+     )`;
+};
 
 /** A query of `(type, event, n)` rows counting failed attempts of `source` as `retried` or `dead`. */
 export const failureEvents = (source: string): string =>

@@ -3,8 +3,7 @@ import {
   countStatuses,
   dueTypes,
   failureEvents,
-  recordExecutionBins,
-  recordHistograms,
+  recordCompletions,
   recordStats,
   wakeForDue,
 } from "./accounting.js";
@@ -113,8 +112,8 @@ export const writeDone = (schema: string, results: JsonArrayType = "jsonb"): Sta
   );
 
 /**
- * The completion's CTEs (`i`, `done`, `done_counted`, `done_stats`, `done_bins`, `done_histograms`
- * (schema version 8: execution and queue-wait seconds by type)): $1 ids, $2 attempts,
+ * The completion's CTEs (`i`, `done`, and the counters of {@link recordCompletions}: `done_groups`,
+ * `done_counted`, `done_stats`, `done_bins`, `done_histograms`): $1 ids, $2 attempts,
  * $3 results (one JSON array, read as `results`), $4 run times (ms), fenced on `workerId`.
  * Execution seconds come from `date_part` (float8), not `extract` (numeric, several times slower).
  */
@@ -129,15 +128,7 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
        FROM i WHERE ${held(p.workerId)}
        RETURNING j.id, j.type, j.watched, date_part('epoch', j.completed_at - j.started_at) AS exec_seconds,
                  date_part('epoch', j.claimed_at - j.run_at) AS wait_seconds
-     ), done_counted AS (
-       ${countStatuses("SELECT 'done'::text, count(*) FROM done")}
-     ), done_stats AS (
-       ${recordStats({ source: "done", done: "count(*)", failed: "0", execSeconds: "sum(exec_seconds)" })}
-     ), done_bins AS (
-       ${recordExecutionBins("done")}
-     ), done_histograms AS (
-       ${recordHistograms("done")}
-     )`;
+     ), ${recordCompletions("done")}`;
 
 /**
  * Fenced failure of a batch: retry with backoff, or dead-letter in the same statement. No unlock.
