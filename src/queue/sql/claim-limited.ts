@@ -1,4 +1,4 @@
-import { CLAIM_TAIL, CLAIMED_COLUMNS, PAUSED_TYPES } from "./claim.js";
+import { CLAIM_TAIL, CLAIMED_COLUMNS, ofType, PAUSED_TYPES } from "./claim.js";
 import { unlockSelect } from "./finish.js";
 import { type Statement, statement } from "./statement.js";
 
@@ -46,7 +46,7 @@ export const claimLimitedJobs = (schema: string): Statement =>
        SELECT c.id FROM room AS r
        CROSS JOIN LATERAL (
          SELECT id, priority, run_at FROM $S.jobs
-         WHERE type = r.limit_type AND status = 'pending' AND NOT run_alone AND run_at <= now()
+         WHERE ${ofType("type", "r.limit_type")} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          ORDER BY priority DESC, run_at, id
          LIMIT r.room
          FOR UPDATE SKIP LOCKED
@@ -57,7 +57,7 @@ export const claimLimitedJobs = (schema: string): Statement =>
        SELECT r.limit_type, r.tokens_now, r.checked_at, r.rate, r.running_room,
               (SELECT count(*) FROM claimed AS c WHERE c.type = r.limit_type)::int AS n,
               coalesce((SELECT true FROM $S.jobs AS j
-                        WHERE j.type = r.limit_type AND j.status = 'pending' AND NOT j.run_alone
+                        WHERE ${ofType("j.type", "r.limit_type")} AND j.status = 'pending' AND NOT j.run_alone
                           AND j.run_at <= now() AND j.id <> ALL(ARRAY(SELECT id FROM claimed))
                         LIMIT 1), false) AS more_due
        FROM room AS r

@@ -35,8 +35,8 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * Returns the claimed jobs in claim order (priority DESC, run_at, id), then that report row, if any.
  *
  * The candidates are read per type (a LATERAL per element of `$1`, through jobs_claim_idx, which
- * is led by type), so that a claim never reads other types' pending jobs: each type gives its
- * first `$2` unlocked due jobs in claim order, and the first `$2` of their union, in claim order,
+ * is led by the type's hash since schema version 14, see {@link ofType}), so that a claim never
+ * reads other types' pending jobs: each type gives its first `$2` unlocked due jobs in claim order, and the first `$2` of their union, in claim order,
  * are the candidates, the same jobs as one walk of all of `$1`'s pending jobs in claim order would
  * take. The price: when several of `$1` have due jobs, the rows a type gives beyond the claimed
  * ones stay row-locked until the claim commits (other claims skip them meanwhile). A paused or
@@ -104,7 +104,7 @@ const claimCtes = (p: {
   p.oneType
     ? `candidates AS MATERIALIZED (
        SELECT id FROM $S.jobs
-       WHERE type = (${p.types}::text[])[1] AND status = 'pending' AND NOT run_alone AND run_at <= now()
+       WHERE ${ofType("type", `(${p.types}::text[])[1]`)} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          AND (${p.types}::text[])[1] <> ALL(${UNCLAIMED_TYPES}) AND ${p.after}
        ORDER BY priority DESC, run_at, id
        LIMIT ${p.limit}
@@ -123,7 +123,7 @@ const claimCtes = (p: {
        SELECT c.id FROM unnest(${p.types}::text[]) AS t(type)
        CROSS JOIN LATERAL (
          SELECT id, priority, run_at FROM $S.jobs
-         WHERE type = t.type AND status = 'pending' AND NOT run_alone AND run_at <= now()
+         WHERE ${ofType("type", "t.type")} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          ORDER BY priority DESC, run_at, id
          LIMIT ${p.limit}
          FOR UPDATE SKIP LOCKED
@@ -132,6 +132,14 @@ const claimCtes = (p: {
        ORDER BY c.priority DESC, c.run_at, c.id
        LIMIT ${p.limit}
      ${CLAIM_TAIL(p)}`;
+
+/**
+ * A condition on a `jobs` row (its type column `column`) for a type given by the expression
+ * `type`, which jobs_claim_idx answers (schema version 14: the index is led by hashtext(type), an
+ * int4, not by the text); the second test drops another type's rows when two types share a hash.
+ */
+export const ofType = (column: string, type: string): string =>
+  `hashtext(${column}) = hashtext(${type}) AND ${column} = ${type}`;
 
 /** The paused types (an InitPlan: paused_types is read once per statement). */
 export const PAUSED_TYPES = "ARRAY(SELECT type FROM $S.paused_types)";
