@@ -44,6 +44,10 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * a large backlog of another type. With `oneType` (a worker of one type: `$1` has one element) the
  * statement reads that type's jobs straight from jobs_claim_idx in claim order, with no LATERAL
  * and no sort of the candidates (the drain's hot path of a single-type worker).
+ *
+ * The claimed rows are sorted as the update returned them, in a subquery that `OFFSET 0` keeps
+ * whole, and named as fields above it: sorted after the renaming, each row was built once more to
+ * be sorted (measured: 1.6 million more backend instructions per claim of 1,000 jobs, 2 % of it).
  */
 export const claimJobs = (schema: string, oneType = false): Statement =>
   statement(
@@ -52,7 +56,7 @@ export const claimJobs = (schema: string, oneType = false): Statement =>
     `WITH unlocked AS MATERIALIZED (
        ${unlockSelect({ ids: "$5", lockClass: "$3", wakeTypes: "NULL" })}
      ), ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4", after: "(SELECT unlocked FROM unlocked) >= 0", alone: false, oneType })}
-     (SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id)
+     (SELECT ${CLAIMED_COLUMNS} FROM (SELECT * FROM claimed ORDER BY priority DESC, run_at, id OFFSET 0) AS claimed)
      UNION ALL
      (SELECT ${CLAIMED_COLUMNS} FROM (SELECT (NULL::$S.jobs).*) AS report
       WHERE EXISTS (SELECT FROM $S.jobs WHERE status = 'pending' AND run_alone AND run_at <= now() AND type = ANY($1::text[])
