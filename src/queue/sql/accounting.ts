@@ -48,11 +48,12 @@ export const recordStats = (p: {
              exec_seconds = s.exec_seconds + excluded.exec_seconds`;
 
 /**
- * The execution-time bin of `secondsExpr` (schema version 3): floor(8 * log2(1 + microseconds)),
- * eight bins per doubling. The metrics query estimates quantiles from these bins.
+ * The execution-time bin of `secondsExpr` (schema version 3; seconds, not negative):
+ * floor(8 * log2(1 + microseconds)), eight bins per doubling. The metrics query estimates
+ * quantiles from these bins.
  */
 const executionBin = (secondsExpr: string): string =>
-  `floor(8 * ln(1 + greatest(${secondsExpr}, 0) * 1e6) / ln(2))::smallint`;
+  `floor(8 * ln(1 + ${secondsExpr} * 1e6) / ln(2))::smallint`;
 
 /**
  * An expression: the distinct types (comma-separated, or NULL if none) of `source`'s rows that are
@@ -106,7 +107,7 @@ const histogramBucket = (secondsExpr: string): string => {
 
 /**
  * The CTEs that count the completed jobs of `source` (a CTE with columns `type`, `exec_seconds`,
- * `wait_seconds`), named `<source>_…`: their status (job_counts), this second's stats (job_stats),
+ * `wait_seconds`, both seconds, neither NULL nor negative), named `<source>_…`: their status (job_counts), this second's stats (job_stats),
  * execution-time bins (job_exec_bins, schema version 3) and, per type, the execution and queue-wait
  * histograms (job_histogram, schema version 8: one row per bucket, with the count and the total
  * seconds). One pass over `source` groups its rows by type and by every bin and bucket they fall
@@ -118,11 +119,8 @@ export const recordCompletions = (source: string): string => {
   const groups = `${source}_groups`;
   return `${groups} AS MATERIALIZED (
        SELECT type, ${executionBin("exec_seconds")} AS bin,
-              ${histogramBucket("greatest(exec_seconds, 0)")} AS exec_bucket,
-              ${histogramBucket("greatest(coalesce(wait_seconds, 0), 0)")} AS wait_bucket,
-              count(*) AS jobs, sum(exec_seconds) AS exec_seconds,
-              sum(greatest(exec_seconds, 0)) AS exec_histogram_seconds,
-              sum(greatest(coalesce(wait_seconds, 0), 0)) AS wait_seconds
+              ${histogramBucket("exec_seconds")} AS exec_bucket, ${histogramBucket("wait_seconds")} AS wait_bucket,
+              count(*) AS jobs, sum(exec_seconds) AS exec_seconds, sum(wait_seconds) AS wait_seconds
        FROM ${source}
        GROUP BY 1, 2, 3, 4
      ), ${source}_counted AS (
@@ -139,7 +137,7 @@ export const recordCompletions = (source: string): string => {
      ), ${source}_histograms AS (
        INSERT INTO $S.job_histogram AS h (type, metric, bucket, shard, count, sum_seconds)
        SELECT type, metric, bucket, pg_backend_pid() % 16, sum(jobs), sum(seconds)
-       FROM (SELECT type, 'execution'::text, exec_bucket, jobs, exec_histogram_seconds FROM ${groups}
+       FROM (SELECT type, 'execution'::text, exec_bucket, jobs, exec_seconds FROM ${groups}
              UNION ALL
              SELECT type, 'queue_wait', wait_bucket, jobs, wait_seconds FROM ${groups}) AS v(type, metric, bucket, jobs, seconds)
        GROUP BY 1, 2, 3

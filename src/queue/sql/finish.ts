@@ -126,8 +126,8 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) =>
        SET status = 'done', result = i.result::jsonb, completed_at = now(), heartbeat_at = now(), run_alone = false,
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))
        FROM i WHERE ${held(p.workerId)}
-       RETURNING j.id, j.type, j.watched, date_part('epoch', j.completed_at - j.started_at) AS exec_seconds,
-                 date_part('epoch', j.claimed_at - j.run_at) AS wait_seconds
+       RETURNING j.id, j.type, j.watched, greatest(date_part('epoch', j.completed_at - j.started_at), 0) AS exec_seconds,
+                 greatest(date_part('epoch', j.claimed_at - j.run_at), 0) AS wait_seconds
      ), ${recordCompletions("done")}`;
 
 /**
