@@ -83,6 +83,43 @@ describe("claim order", () => {
     );
     assert.equal((await db.ledger.getJob(other.id))?.status, "pending");
   });
+
+  it("a type whose hash another type shares gets only its own jobs, in claim order (schema version 14)", async () => {
+    // jobs_claim_idx is led by hashtext(type): these two types land on the same index entries.
+    const [mine, theirs] = ["type_128365", "type_224166"];
+    const [hashes] = await db.sql<{ same: boolean }>("SELECT hashtext($1) = hashtext($2) AS same", [
+      mine,
+      theirs,
+    ]);
+    assert.equal(hashes?.same, true, "the two types share a hash");
+    const before = await db.ledger.addJobs([
+      { type: theirs, priority: 9 },
+      { type: theirs, priority: 9 },
+    ]);
+    const own = await db.ledger.addJobs([
+      { type: mine, priority: 2 },
+      { type: mine, priority: 7 },
+    ]);
+    for (const types of [[mine], [mine, "noop"]]) {
+      // One type (the single-type claim) and two (a walk of the index per type).
+      const session = await db.openLockSession("w1");
+      const claimed = await session.claim(types, 10);
+      assert.deepEqual(
+        claimed.map((j) => [j.id, j.type]),
+        [
+          [own[1]?.id, mine],
+          [own[0]?.id, mine],
+        ],
+        `claim of ${types.join(", ")}`,
+      );
+      await db.sql(
+        "UPDATE jobs SET status = 'pending', worker_id = NULL, claimed_at = NULL, heartbeat_at = NULL WHERE type = $1",
+        [mine],
+      );
+      await db.closeLockSessions();
+    }
+    for (const job of before) assert.equal((await db.ledger.getJob(job.id))?.status, "pending");
+  });
 });
 
 describe("exactly-once claiming", () => {
