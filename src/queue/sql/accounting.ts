@@ -12,7 +12,7 @@
  *
  * Schema version 8 adds the Prometheus counters by job type in the same way: {@link countEvents}
  * (job_totals: retried, dead, cancelled, fenced; `enqueued` comes from the insert trigger) and
- * {@link recordHistograms} (job_histogram: execution and queue-wait seconds of completed jobs,
+ * {@link recordCompletions} (job_histogram: execution and queue-wait seconds of completed jobs,
  * whose count is also the number of completions). A statement that moves jobs into one of these
  * events (a new cancel path, say) adds a {@link countEvents} CTE of its own.
  */
