@@ -34,42 +34,39 @@ interface Flags {
 const BATCH = 1000;
 /** Pending jobs inserted before the claims (enough for 20 batches). */
 const PENDING = 20_000;
-/** The settings a lock session runs with (src/queue/sql/claim.ts, `lockSessionSettings`). */
-const LOCK_SESSION_SETTINGS = [
-  "SET plan_cache_mode = force_generic_plan;",
-  "SET enable_seqscan = off;",
-  "SET enable_sort = off;",
-  "SET enable_nestloop = off;",
-  "SET jit = off;",
-  "SET synchronous_commit = off;",
-];
-
 /** A statement's text on one line (single-user mode ends a statement at a newline). */
 const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim();
 
 /** `{a,b,c}`: an array literal of numbers. */
 const arrayLiteral = (values: readonly number[]): string => `'{${values.join(",")}}'`;
 
-/** The build's claim and completion statements for `schema`. */
+/** The build's claim and completion statements for `schema`, and its lock connection's settings. */
 async function statementsOf(build: string | undefined, schema: string) {
   const base = build
     ? pathToFileURL(`${resolve(build)}/dist/src/queue/sql/`)
     : new URL("../src/queue/sql/", import.meta.url);
   const claim = (await import(new URL("claim.js", base).href)) as {
     claimJobs: (schema: string, oneType?: boolean) => BuiltStatement;
+    lockConnectionSettings: string;
   };
   const finish = (await import(new URL("finish.js", base).href)) as {
     writeDone: (schema: string) => BuiltStatement;
   };
-  return { claim: claim.claimJobs(schema, true), done: finish.writeDone(schema) };
+  return {
+    claim: claim.claimJobs(schema, true),
+    done: finish.writeDone(schema),
+    // One statement a line, as single-user mode reads them.
+    settings: claim.lockConnectionSettings.split(";").map((s) => `${s.trim()};`),
+  };
 }
 
 /** The script's lines (see the top of this file). */
 async function statementScript(flags: Flags): Promise<string[]> {
   const table = `"${flags.schema}".jobs`;
   const insert = `INSERT INTO ${table} (type, payload, priority, max_retries, run_at) SELECT 'noop', jsonb_build_object('i', g), 5, 3, now() - interval '1 minute' FROM generate_series(1, $1::int) AS g`;
+  const { claim, done, settings } = await statementsOf(flags.build, flags.schema);
   const lines = [
-    ...LOCK_SESSION_SETTINGS,
+    ...settings,
     `TRUNCATE ${table} RESTART IDENTITY;`,
     `PREPARE insert_jobs(int) AS ${insert};`,
   ];
@@ -77,7 +74,6 @@ async function statementScript(flags: Flags): Promise<string[]> {
     for (let b = 0; b < flags.batches; b++) lines.push(`EXECUTE insert_jobs(${BATCH});`);
     return lines;
   }
-  const { claim, done } = await statementsOf(flags.build, flags.schema);
   lines.push(
     `EXECUTE insert_jobs(${PENDING});`,
     `VACUUM ANALYZE ${table};`,

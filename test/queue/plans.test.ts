@@ -10,6 +10,7 @@ import { completeJobs } from "../../bench/compare/adapters/sql-floor-complete.js
 import { lockClassFor } from "../../src/queue/lock-class.js";
 import { claimJobs, lockConnectionSettings, lockSessionSettings } from "../../src/queue/sql/claim.js";
 import { writeDone } from "../../src/queue/sql/finish.js";
+import { typeStates } from "../../src/queue/sql/job-types.js";
 import { jsonTextArray, numberArray } from "../../src/queue/sql/params.js";
 import { pruneJobs } from "../../src/queue/sql/retention.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
@@ -383,5 +384,30 @@ it("a claim reads only its own types' pending jobs, whatever other types' backlo
   } finally {
     await lock.end();
     await fresh.drop();
+  }
+});
+
+it("per-type pending counts (GET /types) read the pending jobs from the claim index alone, not the history", async () => {
+  // The index is led by hashtext(type) since schema version 14; the type is an INCLUDE column of
+  // it, so these counts still need no row of the table (200,000 finished jobs here).
+  await db.sql("VACUUM ANALYZE jobs");
+  const plain = new pg.Client({ connectionString: DATABASE_URL });
+  await plain.connect();
+  try {
+    const states = await plan(typeStates(db.schema).text, [60, 1000], plain);
+    const jobScans = states.filter((n) => n["Relation Name"] === "jobs");
+    assert.deepEqual(
+      jobScans
+        .filter((n) => !["Index Only Scan", "Index Scan"].includes(n["Node Type"]))
+        .map((n) => n["Node Type"]),
+      [],
+      "jobs is read through its pending-only indexes",
+    );
+    assert.ok(
+      jobScans.some((n) => n["Node Type"] === "Index Only Scan" && n["Index Name"] === "jobs_claim_idx"),
+      `the ordinary pending jobs come from jobs_claim_idx alone (${jobScans.map((n) => `${n["Node Type"]} ${n["Index Name"]}`).join("; ")})`,
+    );
+  } finally {
+    await plain.end();
   }
 });

@@ -9,10 +9,12 @@
 -- `hashtext(type) = hashtext(<type>) AND type = <type>` (src/queue/sql/claim.ts): the index gives
 -- the hash's rows in claim order and the second test drops another type's rows in the rare case
 -- that two types share a hash. Every comparison in the index was a text comparison first, and every
--- column after the text was found by walking the tuple; now they are fixed-width. The per-type
--- counts of the metrics, the overview and `GET /types` read the pending jobs through this index's
--- rows in the table (no longer from the index alone) and aggregate by hashing. hashtext's values are the same on every server and survive pg_upgrade
--- (hash partitions and hash indexes rely on the same).
+-- column after the text was found by walking the tuple; now they are fixed-width. The type itself
+-- is an INCLUDE column, stored but never compared: the per-type counts of pending jobs (metrics,
+-- the overview, `GET /types`) still read them from the index alone, now in hash order, and
+-- aggregate by hashing (measured: the INCLUDE column costs an insert nothing). hashtext's values
+-- are the same on every server and survive pg_upgrade (hash partitions and hash indexes rely on
+-- the same).
 --
 -- jobs_after_insert reads the inserted rows once, grouped by type and status, and takes the three
 -- things it writes (job_counts, job_totals' `enqueued`, the wake-up NOTIFY) from those groups:
@@ -21,11 +23,11 @@
 -- The new index is built under another name first, in the migration's transaction (CREATE INDEX
 -- CONCURRENTLY cannot run in one): that blocks writes to jobs, not reads, while it reads the table
 -- once; only the drop of the old index and the rename, at the end, lock the table against reads,
--- until the migration commits. Workers of version 13
--- still running while the schema moves keep claiming with their own statement, which the new index
--- does not serve: each claim then reads the pending jobs in full until those workers are replaced.
+-- until the migration commits. Workers of version 13 still running while the schema moves keep
+-- claiming with their own statement, which the new index does not serve: each claim then reads
+-- the pending jobs in full until those workers are replaced.
 
-CREATE INDEX jobs_claim_idx_v14 ON :SCHEMA.jobs (hashtext(type), priority DESC, run_at, id)
+CREATE INDEX jobs_claim_idx_v14 ON :SCHEMA.jobs (hashtext(type), priority DESC, run_at, id) INCLUDE (type)
   WHERE status = 'pending' AND NOT run_alone;
 DROP INDEX :SCHEMA.jobs_claim_idx;
 ALTER INDEX :SCHEMA.jobs_claim_idx_v14 RENAME TO jobs_claim_idx;

@@ -107,8 +107,8 @@ const histogramBucket = (secondsExpr: string): string => {
 
 /**
  * The CTEs that count the completed jobs of `source` (a CTE with columns `type`, `exec_seconds`,
- * `wait_seconds`, both seconds, neither NULL nor negative), named `<source>_…`: their status (job_counts), this second's stats (job_stats),
- * execution-time bins (job_exec_bins, schema version 3) and, per type, the execution and queue-wait
+ * `wait_seconds`, both seconds, neither NULL nor negative), named `<source>_…`: their status
+ * (job_counts), this second's stats (job_stats), execution-time bins (job_exec_bins, schema version 3) and, per type, the execution and queue-wait
  * histograms (job_histogram, schema version 8: one row per bucket, with the count and the total
  * seconds). One pass over `source` groups its rows by type and by every bin and bucket they fall
  * in (`<source>_groups`, a handful of rows for a batch of similar jobs); each counter then reads

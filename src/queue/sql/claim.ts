@@ -36,8 +36,8 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  *
  * The candidates are read per type (a LATERAL per element of `$1`, through jobs_claim_idx, which
  * is led by the type's hash since schema version 14, see {@link ofType}), so that a claim never
- * reads other types' pending jobs: each type gives its first `$2` unlocked due jobs in claim order, and the first `$2` of their union, in claim order,
- * are the candidates, the same jobs as one walk of all of `$1`'s pending jobs in claim order would
+ * reads other types' pending jobs: each type gives its first `$2` unlocked due jobs in claim
+ * order, and the first `$2` of their union, in claim order, are the candidates, the same jobs as one walk of all of `$1`'s pending jobs in claim order would
  * take. The price: when several of `$1` have due jobs, the rows a type gives beyond the claimed
  * ones stay row-locked until the claim commits (other claims skip them meanwhile). A paused or
  * limited type is dropped before its scan, so it costs nothing. `test/queue/plans.test.ts` checks the plan with
