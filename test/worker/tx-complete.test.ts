@@ -29,13 +29,20 @@ describe("job.complete(client, result) in the handler's transaction", () => {
     fenced: [],
     failed: [],
   };
-  /** What the handler does on each attempt, by job id: one step per attempt. */
-  const plans = new Map<number, Step[]>();
+  /**
+   * What the handler does on each attempt, one step per attempt: carried in the job's payload, so
+   * that a worker which claims the job before `addJob` has returned still follows it.
+   */
+  const planOf = (job: HandlerJob): Step[] => (job.payload as { plan?: Step[] } | null)?.plan ?? [];
   const fencedErrors = new Map<number, unknown>();
+  /** Job ids by the payload key the test gave them, as the handler saw them. */
+  const idsByKey = new Map<number, number>();
 
   /** The handler: writes a side effect in its transaction, completes the job there, then the plan's step. */
   async function handler(job: HandlerJob): Promise<unknown> {
-    const step = plans.get(job.id)?.[job.attempt] ?? "commit";
+    const key = (job.payload as { key?: number } | null)?.key;
+    if (key !== undefined) idsByKey.set(key, job.id);
+    const step = planOf(job)[job.attempt] ?? "commit";
     const client: pg.PoolClient = await db.pool.connect();
     try {
       if (step === "fenced")
@@ -98,13 +105,36 @@ describe("job.complete(client, result) in the handler's transaction", () => {
       )
     )[0]?.n;
 
-  it("commit: the job is done with the transaction's result, once, and its lock released", async () => {
-    const job = await db.ledger.addJob({ type: "tx" });
-    const [completed] = await waitForEvent<[JobCompletedEvent]>(
+  /**
+   * Adds a job of type `tx` with `payload`, having first begun waiting for `eventName` of it: the
+   * worker may claim and finish the job before `addJob` returns its id, so the wait matches by a
+   * key in the payload, which the event's id is resolved through.
+   */
+  let nextKey = 0;
+  async function addAndAwait(
+    eventName: "job:completed" | "job:fenced",
+    payload: { plan?: Step[] },
+    maxRetries?: number,
+  ): Promise<{ job: { id: number }; event: Promise<unknown[]> }> {
+    const key = nextKey++;
+    let id: number | undefined;
+    const event = waitForEvent<[{ id: number }]>(
       worker,
-      "job:completed",
-      (e) => e.id === job.id,
+      eventName,
+      (e) => e.id === (id ?? idsByKey.get(key)),
     );
+    const job = await db.ledger.addJob({
+      type: "tx",
+      payload: { ...payload, key },
+      ...(maxRetries === undefined ? {} : { maxRetries }),
+    });
+    id = job.id;
+    return { job, event };
+  }
+
+  it("commit: the job is done with the transaction's result, once, and its lock released", async () => {
+    const { job, event } = await addAndAwait("job:completed", {});
+    const [completed] = (await event) as [JobCompletedEvent];
     assert.deepEqual(completed.result, { attempt: 0 });
     assert.equal(completed.type, "tx");
     const row = await db.ledger.getJob(job.id);
@@ -118,9 +148,8 @@ describe("job.complete(client, result) in the handler's transaction", () => {
   });
 
   it("rollback and throw: the attempt fails and is retried; the retry's commit completes it", async () => {
-    const job = await db.ledger.addJob({ type: "tx" });
-    plans.set(job.id, ["rollback-throw", "commit"]);
-    await waitForEvent<[JobCompletedEvent]>(worker, "job:completed", (e) => e.id === job.id);
+    const { job, event } = await addAndAwait("job:completed", { plan: ["rollback-throw", "commit"] });
+    await event;
     const row = await db.ledger.getJob(job.id);
     assert.equal(row?.status, "done");
     assert.equal(row?.attempt, 1);
@@ -132,9 +161,8 @@ describe("job.complete(client, result) in the handler's transaction", () => {
   });
 
   it("rollback and return: the attempt fails (its completion never committed) and is retried", async () => {
-    const job = await db.ledger.addJob({ type: "tx" });
-    plans.set(job.id, ["rollback-return", "commit"]);
-    await waitForEvent<[JobCompletedEvent]>(worker, "job:completed", (e) => e.id === job.id);
+    const { job, event } = await addAndAwait("job:completed", { plan: ["rollback-return", "commit"] });
+    await event;
     const row = await db.ledger.getJob(job.id);
     assert.equal(row?.attempt, 1);
     assert.equal(row?.errors[0]?.error, UNCOMMITTED_COMPLETION);
@@ -142,9 +170,8 @@ describe("job.complete(client, result) in the handler's transaction", () => {
   });
 
   it("a worker that lost the claim cannot complete the job: refused, nothing of its transaction kept", async () => {
-    const job = await db.ledger.addJob({ type: "tx", maxRetries: 0 });
-    plans.set(job.id, ["fenced"]);
-    await waitForEvent<[{ id: number }]>(worker, "job:fenced", (e) => e.id === job.id);
+    const { job, event } = await addAndAwait("job:fenced", { plan: ["fenced"] }, 0);
+    await event;
     assert.ok(fencedErrors.get(job.id) instanceof JobClaimLostError);
     const row = await db.ledger.getJob(job.id);
     assert.equal(row?.status, "cancelled");
