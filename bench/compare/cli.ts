@@ -12,8 +12,14 @@ import { BASELINE, SELECTABLE, SYSTEMS, type SystemName } from "./types.js";
 const DEFAULT_OUT_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "bench", "results");
 
 export interface RunOptions {
-  /** Jobs per enqueue and drain measurement. */
+  /** Jobs per bulk enqueue and drain measurement. */
   jobs: number;
+  /**
+   * Jobs per single-enqueue measurement (b): `--single-jobs`, default `jobs`. A smaller count lets
+   * a run drain many jobs (a longer, steadier pass) without peers' one-call-per-job enqueue
+   * taking minutes per round.
+   */
+  singleJobs: number;
   /** Systems to run, in SYSTEMS order (with `taskqueue-baseline` when `baseline` is set). */
   only: SystemName[];
   /**
@@ -49,7 +55,8 @@ export interface RunOptions {
 }
 
 export const USAGE = `usage: npm run bench:compare -- [flags]
-  --jobs N              jobs per enqueue and drain measurement (default 20000)
+  --jobs N              jobs per bulk enqueue and drain measurement (default 20000)
+  --single-jobs N       jobs per single enqueue measurement (default: --jobs)
   --only a,b,...        systems to run (default all): ${SELECTABLE.join(", ")}
   --pickup-samples N    idle pickup samples, one every 20 ms (default 200)
   --skip-1m             skip (e), the claim latency with 1,000,000 finished jobs
@@ -83,6 +90,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.en
     args: argv,
     options: {
       jobs: { type: "string" },
+      "single-jobs": { type: "string" },
       only: { type: "string" },
       "pickup-samples": { type: "string" },
       "skip-1m": { type: "boolean", default: false },
@@ -118,8 +126,10 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.en
       throw new Error("--baseline: the taskqueue row is compared with it; add taskqueue to --only");
     only = SYSTEMS.filter((s) => s === BASELINE || only.includes(s));
   }
+  const jobs = positiveInt("jobs", values.jobs, 20_000);
   return {
-    jobs: positiveInt("jobs", values.jobs, 20_000),
+    jobs,
+    singleJobs: positiveInt("single-jobs", values["single-jobs"], jobs),
     only,
     pickupSamples: positiveInt("pickup-samples", values["pickup-samples"], 200),
     claimSamples: 50,

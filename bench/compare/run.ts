@@ -210,7 +210,7 @@ async function main(): Promise<number> {
     figuresTable(reports, CPU_COLUMNS, false),
     "",
     legend,
-    `(a) bulk enqueue, batches of 1,000, ${ofRepeat} · (b) single enqueue, 50 in flight${options.interleave ? `, ${ofRepeat}` : ""} · ` +
+    `(a) bulk enqueue, batches of 1,000, ${ofRepeat} · (b) single enqueue of ${options.singleJobs.toLocaleString("en-US")} jobs, 50 in flight${options.interleave ? `, ${ofRepeat}` : ""} · ` +
       `(c) drain of pre-enqueued noop jobs (2.5 s rest after the enqueue, untimed), ${ofRepeat} · (d) idle pickup after 20 warm-up jobs, ` +
       `${options.pickupSamples} samples every ${options.intervalMs} ms${options.interleave ? `, p50 and p99 each the ${ofRepeat}` : ""} · ` +
       `(e) median pickup (${options.claimSamples} samples) ` +
@@ -286,6 +286,7 @@ async function main(): Promise<number> {
     memory_gib: Number((totalmem() / 2 ** 30).toFixed(1)),
     load_average_1_5_15: { start: loadAtStart, end: loadavg().map((l) => Number(l.toFixed(2))) },
     jobs: options.jobs,
+    single_jobs: options.singleJobs,
     options: {
       only: options.only,
       repeat: options.repeat,

@@ -219,7 +219,7 @@ export class SystemRun {
 
   /**
    * Pass `r` of `of` of a phase, on an emptied, vacuumed table: (a) `jobs` jobs in bulk calls of
-   * 1,000, one at a time; (b) `jobs` single enqueues, 50 in flight; (c) `jobs` jobs enqueued, 2.5 s
+   * 1,000, one at a time; (b) `singleJobs` single enqueues, 50 in flight; (c) `jobs` jobs enqueued, 2.5 s
    * of rest, then drained; (d) idle pickup, one job every 20 ms.
    */
   private async pass(phase: PassPhase, r: number, of: number): Promise<void> {
@@ -240,6 +240,7 @@ export class SystemRun {
     const measure = async (
       name: string,
       figure: RoundFigure,
+      count: number,
       call: (signal: AbortSignal, cpuEnd: () => Promise<void>) => Promise<number>,
     ) => {
       const mark = noCpu ? null : await this.cpu.start().catch(() => null);
@@ -252,21 +253,22 @@ export class SystemRun {
       };
       const ms = await this.phase(name, (signal) => call(signal, cpuEnd));
       await cpuEnd();
-      this.record(r, figure, ms === null ? null : perSecond(jobs, ms));
+      this.record(r, figure, ms === null ? null : perSecond(count, ms));
       if (cpuFigure && !noCpu)
-        this.record(r, cpuFigure, ms === null || ns === null ? null : ns / 1000 / jobs);
+        this.record(r, cpuFigure, ms === null || ns === null ? null : ns / 1000 / count);
       return ms;
     };
     if (phase === "enqueueBulk") {
-      const ms = await measure(`(a) bulk enqueue${label}`, "enqueue_bulk_per_s", (signal) =>
+      const ms = await measure(`(a) bulk enqueue${label}`, "enqueue_bulk_per_s", jobs, (signal) =>
         this.timed(() => adapter.enqueueBulk(jobs, BULK_BATCH, signal)),
       );
       if (ms !== null) this.report.bulkRuns.push(perSecond(jobs, ms));
     } else if (phase === "enqueueSingle") {
       await measure(
-        `(b) single enqueue${label}, ${options.inFlight} in flight`,
+        `(b) single enqueue${label}, ${options.singleJobs} jobs, ${options.inFlight} in flight`,
         "enqueue_single_per_s",
-        (signal) => this.timed(() => adapter.enqueueSingle(jobs, options.inFlight, signal)),
+        options.singleJobs,
+        (signal) => this.timed(() => adapter.enqueueSingle(options.singleJobs, options.inFlight, signal)),
       );
     } else if (phase === "drain") {
       const filled = await this.phase(`(c) enqueue ${jobs} for drain${label}`, async (signal) => {
@@ -275,7 +277,7 @@ export class SystemRun {
         return true;
       });
       const ms = filled
-        ? await measure(`(c) drain${label}`, "drain_per_s", (signal, cpuEnd) =>
+        ? await measure(`(c) drain${label}`, "drain_per_s", jobs, (signal, cpuEnd) =>
             adapter.drain(jobs, signal, cpuEnd),
           )
         : null;

@@ -42,6 +42,8 @@ export class JobObserver {
   /** Events counted here and not yet added to job_totals, by `type` NUL `event`. */
   private readonly pending = new Map<string, number>();
   private flushing: Promise<void> | null = null;
+  /** The lines of this process's job events: `logger` with `workerId` bound (serialised once). */
+  private readonly log: Logger;
 
   /**
    * @param workerId the process's worker id (lanes' ids add `/n` to it).
@@ -54,15 +56,16 @@ export class JobObserver {
     private readonly ledger: Ledger,
     private readonly metrics: WorkerProcessMetrics | null,
   ) {
+    this.log = logger.child({ workerId });
     events.on("job:claimed", ({ jobs }) => this.claimed(jobs));
     // The common path: no log object is built unless its level is on (a disabled `info` still
     // evaluated its arguments: about a tenth of a drain's CPU in Node, measured).
     events.on("job:completed", ({ id, type, attempt, runMs }) => {
       this.held.delete(id);
       this.metrics?.count(type, "completed", runMs);
-      if (this.logger.isLevelEnabled("info"))
-        this.logger.info(
-          { jobId: id, type, attempt, workerId: this.workerId, event: "completed", durationMs: runMs },
+      if (this.log.isLevelEnabled("info"))
+        this.log.info(
+          { jobId: id, type, attempt, event: "completed", durationMs: roundedMs(runMs) },
           "job completed",
         );
     });
@@ -70,16 +73,16 @@ export class JobObserver {
       this.held.delete(id);
       const event = status === "dead" ? "dead" : "retried";
       this.metrics?.count(type, event, runMs);
-      if (this.logger.isLevelEnabled("warn"))
-        this.logger.warn(
-          { jobId: id, type, attempt, workerId: this.workerId, event, durationMs: runMs, error },
+      if (this.log.isLevelEnabled("warn"))
+        this.log.warn(
+          { jobId: id, type, attempt, event, durationMs: roundedMs(runMs), error },
           status === "dead" ? "job failed: dead-lettered" : "job failed: will retry",
         );
     });
     events.on("job:released", ({ id }) => {
       const job = this.finish(id);
       this.metrics?.count(job.type, "released");
-      this.logger.info(
+      this.log.info(
         { ...this.fields(id, job), event: "released", durationMs: this.since(job) },
         "job released",
       );
@@ -87,7 +90,7 @@ export class JobObserver {
     events.on("job:fenced", ({ id, write, reason }) => {
       const job = this.finish(id);
       this.metrics?.count(job.type, "fenced");
-      this.logger.warn(
+      this.log.warn(
         { ...this.fields(id, job), event: "fenced", durationMs: this.since(job), write, reason },
         "late write refused: this worker no longer owns the job's claim",
       );
@@ -96,7 +99,7 @@ export class JobObserver {
     events.on("job:aborted", ({ id, reason }) => {
       const job = this.find(id);
       this.metrics?.count(job.type, "aborted");
-      this.logger.info(
+      this.log.info(
         { ...this.fields(id, job), event: "aborted", reason, durationMs: this.since(job) },
         reason === "cancelled"
           ? "handler aborted: the job was cancelled"
@@ -106,7 +109,7 @@ export class JobObserver {
     events.on("job:overdue", ({ id, reason, graceMs }) => {
       const job = this.find(id);
       this.metrics?.count(job.type, "overdue");
-      this.logger.warn(
+      this.log.warn(
         { ...this.fields(id, job), event: "overdue", reason, graceMs },
         "handler did not settle after its abort: its slot is freed and its result will be refused",
       );
@@ -114,7 +117,7 @@ export class JobObserver {
     });
     events.on("job:discarded", ({ id, write }) => {
       const job = this.finish(id);
-      this.logger.info(
+      this.log.info(
         { ...this.fields(id, job), event: "discarded", write, durationMs: this.since(job) },
         "outcome of a cancelled job refused",
       );
@@ -144,7 +147,7 @@ export class JobObserver {
 
   private claimed(jobs: readonly ClaimedJob[]): void {
     const batch: ClaimBatch = { ids: [], types: [], attempts: [], claimedAtMs: performance.now() };
-    const debug = this.logger.isLevelEnabled("debug");
+    const debug = this.log.isLevelEnabled("debug");
     for (const job of jobs) {
       batch.ids.push(job.id);
       batch.types.push(job.type);
@@ -152,8 +155,8 @@ export class JobObserver {
       this.held.set(job.id, batch);
       this.metrics?.count(job.type, "claimed");
       if (debug)
-        this.logger.debug(
-          { jobId: job.id, type: job.type, attempt: job.attempt, workerId: this.workerId, event: "claimed" },
+        this.log.debug(
+          { jobId: job.id, type: job.type, attempt: job.attempt, event: "claimed" },
           "job claimed",
         );
     }
@@ -179,7 +182,7 @@ export class JobObserver {
   }
 
   private fields(id: number, job: Held) {
-    return { jobId: id, type: job.type, attempt: job.attempt, workerId: this.workerId };
+    return { jobId: id, type: job.type, attempt: job.attempt };
   }
 
   private since(job: Held): number | undefined {
@@ -212,4 +215,9 @@ export class JobObserver {
       this.flushing = null;
     })();
   }
+}
+
+/** Milliseconds to the microsecond: what a log line needs, and a shorter number to write. */
+function roundedMs(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
 }
