@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, it } from "node:test";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { pino } from "pino";
 import { BatchedLines, LOG_FLUSH_INTERVAL_MS } from "../src/log.js";
 
@@ -56,7 +56,10 @@ describe("JSON log lines", () => {
     await written.finally(() => clearInterval(keepAlive));
     const waitedMs = performance.now() - start;
     assert.equal(sink.writes.length, 1, "the five lines leave as one write");
-    const lines = (sink.writes[0] as string).trimEnd().split("\n").map((l) => JSON.parse(l) as { i: number });
+    const lines = (sink.writes[0] as string)
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { i: number });
     assert.deepEqual(
       lines.map((l) => l.i),
       [0, 1, 2, 3, 4],
@@ -89,7 +92,10 @@ describe("JSON log lines", () => {
          ${ending};`,
       );
       assert.notEqual(code, 0, ending);
-      const lines = stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as { i: number });
+      const lines = stdout
+        .trimEnd()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { i: number });
       assert.equal(lines.length, 1000, `${ending}: every line is on stdout`);
       assert.deepEqual(
         lines.map((l) => l.i),
