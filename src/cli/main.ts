@@ -15,6 +15,7 @@ import {
 import { createPool } from "../db/pool.js";
 import { ConfigError, EmbeddedPostgresUnavailableError } from "../errors.js";
 import { TaskQueue } from "../index.js";
+import { flushLogs } from "../log.js";
 import { migrate } from "../queue/migrate.js";
 import { tlsHint } from "./connection-errors.js";
 import { registerDeadLetterCommands } from "./dead.js";
@@ -239,6 +240,8 @@ program
   });
 
 program.parseAsync(process.argv).catch((error: unknown) => {
+  // The lines logged before the failure come before its message.
+  flushLogs();
   // commander has printed its message (or the help, or the version, which exit 0).
   if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : 2);
   if (error instanceof ConfigError || error instanceof EmbeddedPostgresUnavailableError) {
