@@ -15,7 +15,7 @@
  */
 import type pg from "pg";
 import { type ResolvedConfig, resolveConfig, type TaskQueueOptions } from "./config.js";
-import { createPool, setNamedStatements } from "./db/pool.js";
+import { createPool, idleConnectionError, setNamedStatements } from "./db/pool.js";
 import { ConfigError } from "./errors.js";
 import { createLogger, type Logger } from "./log.js";
 import { poolStarvationWarning } from "./pool-warning.js";
@@ -159,7 +159,9 @@ export class TaskQueue<M extends JobMap = UntypedJobs> {
         statementTimeoutSeconds: config.statementTimeoutSeconds,
         namedStatements: config.databasePooling !== "transaction",
       });
-    this.pool.on("error", (error) => this.logger.warn({ err: error }, "idle pool connection failed"));
+    this.pool.on("error", (error) =>
+      this.logger.warn({ err: idleConnectionError(error) }, "idle pool connection failed"),
+    );
     this.ledger = new Ledger(this.pool, config.schema, { ...config, payloadChecker: jobs });
     if (builtinHandlers) registerBuiltinHandlers(this.registry);
   }

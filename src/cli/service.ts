@@ -13,7 +13,7 @@ import { assertSafeBind } from "../api/auth.js";
 import type { WorkerHealth } from "../api/routes/health.js";
 import type { ResolvedConfig } from "../config.js";
 import { type EmbeddedDatabase, startEmbeddedPostgres } from "../db/embedded.js";
-import { createPool } from "../db/pool.js";
+import { createPool, idleConnectionError } from "../db/pool.js";
 import { ConfigError, HandlerModuleError, HandlerTypeError } from "../errors.js";
 import { TaskQueue } from "../index.js";
 import { createLogger, type Logger } from "../log.js";
@@ -227,7 +227,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // The API has a pool of its own, so handlers that exhaust the queue's pool (addJob without
       // {client} inside a handler's transaction) never hold POST /jobs behind them.
       apiPool = createApiPool(queue.config, pooling.mode === "session");
-      apiPool.on("error", (error) => logger.warn({ err: error }, "idle API pool connection failed"));
+      apiPool.on("error", (error) =>
+        logger.warn({ err: idleConnectionError(error) }, "idle API pool connection failed"),
+      );
       const running = worker as (Worker & { health?: () => WorkerHealth }) | null;
       // Worker.health() comes with the worker's connection states; until then /ready checks the database only.
       const workerHealth =

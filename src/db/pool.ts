@@ -260,6 +260,16 @@ class BoundedPool extends pg.Pool {
 }
 
 /**
+ * An idle pooled connection's error as it is logged: pg-pool emits it with the failed connection
+ * attached (`error.client`), which a log line would otherwise carry whole (its pool, socket and
+ * parser: kilobytes for one line). Removes that property and returns `error` itself.
+ */
+export function idleConnectionError(error: Error): Error {
+  delete (error as Error & { client?: unknown }).client;
+  return error;
+}
+
+/**
  * Creates the shared pool, reading int8 as numbers (./types.ts) on its connections only. Every wait
  * on it is bounded: TCP keepalive on each connection; opening a connection and waiting for a free
  * one within `connectTimeoutSeconds` ({@link PoolTimeoutError} / {@link DatabaseUnavailableError});
