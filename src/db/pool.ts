@@ -260,9 +260,8 @@ class BoundedPool extends pg.Pool {
 }
 
 /**
- * An idle pooled connection's error as it is logged: pg-pool emits it with the failed connection
- * attached (`error.client`), which a log line would otherwise carry whole (its pool, socket and
- * parser: kilobytes for one line). Removes that property and returns `error` itself.
+ * An idle pooled connection's error as it is logged: without the failed connection that pg-pool
+ * attaches as `error.client` (kilobytes in one line). Removes that property; returns `error`.
  */
 export function idleConnectionError(error: Error): Error {
   delete (error as Error & { client?: unknown }).client;
