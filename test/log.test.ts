@@ -3,11 +3,13 @@
  * that follow closely keep their order and leave together within the flush interval, at once past
  * the batch size, or with the first line after the interval even if the timer could not fire (a
  * busy event loop); none is lost when the process exits (by process.exit or an uncaught exception)
- * right after logging.
+ * right after logging; flushLogs puts them ahead of the process's next message on stderr.
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -48,17 +50,27 @@ function blockFor(ms: number): void {
   while (performance.now() < until);
 }
 
-/** stdout of `node --input-type=module -e script`, once it has exited; and its exit code. */
-async function runScript(script: string): Promise<{ stdout: string; code: number | null }> {
-  const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, FORCE_COLOR: "0" },
-  });
-  let stdout = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-  child.stderr.resume();
-  const [code] = (await once(child, "close")) as [number | null];
-  return { stdout, code };
+/**
+ * What `node --input-type=module -e script` wrote, once it has exited, and its exit code: stdout
+ * alone, or with `shared`, stdout and stderr into one file (as `> out 2>&1`), in the order written.
+ */
+async function runScript(script: string, shared = false): Promise<{ stdout: string; code: number | null }> {
+  const dir = mkdtempSync(join(tmpdir(), "taskqueue-log-"));
+  const file = join(dir, "out");
+  const fd = shared ? openSync(file, "w") : null;
+  try {
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: fd === null ? ["ignore", "pipe", "ignore"] : ["ignore", fd, fd],
+      env: { ...process.env, FORCE_COLOR: "0" },
+    });
+    let stdout = "";
+    child.stdout?.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+    const [code] = (await once(child, "close")) as [number | null];
+    return { stdout: fd === null ? stdout : readFileSync(file, "utf8"), code };
+  } finally {
+    if (fd !== null) closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 describe("JSON log lines", () => {
@@ -128,5 +140,26 @@ describe("JSON log lines", () => {
         `${ending}: every line is on stdout, in order`,
       );
     }
+  });
+
+  it("flushLogs writes the waiting lines ahead of what the process writes next to stderr", async () => {
+    // What a failing `taskqueue` command does (src/cli/main.ts) before it prints its error. The
+    // second line waits (it follows the first closely); without the flush, the exit would write it
+    // after the message.
+    const { stdout } = await runScript(
+      `const { createLogger, flushLogs } = await import(${JSON.stringify(LOG_MODULE)});
+       const logger = createLogger("info", "taskqueue", "json");
+       logger.info({ i: 0 }, "line");
+       logger.info({ i: 1 }, "line");
+       flushLogs();
+       console.error("taskqueue: failed");
+       process.exit(1);`,
+      true,
+    );
+    const lines = stdout.trimEnd().split("\n");
+    const waiting = lines.findIndex((l) => l.includes('"i":1'));
+    const message = lines.indexOf("taskqueue: failed");
+    assert.ok(waiting >= 0 && message >= 0, stdout);
+    assert.ok(waiting < message, `the waiting line first:\n${stdout}`);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * bench:compare's `--baseline DIR` and `--interleave`: how they are parsed and refused, the order in
+ * bench:compare's `--baseline DIR`, `--interleave` and `--single-jobs`: how they are parsed and refused, the order in
  * which the runner sends commands to the systems (one after another, or round-robin with the
  * order reversed every other round), and the command recorded in the .meta.json.
  */
@@ -83,6 +83,17 @@ describe("--baseline and --interleave", () => {
       /--only: taskqueue-baseline is not chosen with --only; --baseline DIR adds it/,
     );
     assert.throws(() => parseOptions(["--interleave=yes"], env), /interleave/);
+  });
+});
+
+describe("--single-jobs", () => {
+  it("is --jobs unless given, and is a positive integer", () => {
+    assert.equal(parseOptions([], env).singleJobs, 20_000);
+    assert.equal(parseOptions(["--jobs", "5000"], env).singleJobs, 5000);
+    const options = parseOptions(["--jobs", "200000", "--single-jobs", "2000"], env);
+    assert.equal(options.jobs, 200_000);
+    assert.equal(options.singleJobs, 2000);
+    assert.throws(() => parseOptions(["--single-jobs", "0"], env), /--single-jobs/);
   });
 });
 
