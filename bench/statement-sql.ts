@@ -60,6 +60,13 @@ async function statementsOf(build: string | undefined, schema: string) {
   };
 }
 
+/**
+ * The completion's row versions argument, for a build whose `writeDone` takes them ($6): a script
+ * written before its claims run knows none, so its completions find every job by id (the path a
+ * completion takes for rows that moved since their claim; a worker's drain reads them by version).
+ */
+const rowVersions = (done: BuiltStatement): string => (done.text.includes("$6::tid[]") ? ", '{}'" : "");
+
 /** The script's lines (see the top of this file). */
 async function statementScript(flags: Flags): Promise<string[]> {
   const table = `"${flags.schema}".jobs`;
@@ -88,7 +95,7 @@ async function statementScript(flags: Flags): Promise<string[]> {
     lines.push(`EXECUTE claim_jobs('{noop}', ${BATCH}, 77, 'w', ${arrayLiteral(unlock)});`);
     if (flags.part === "drain")
       lines.push(
-        `EXECUTE write_done(${arrayLiteral(ids)}, ${arrayLiteral(ids.map(() => 0))}, '${JSON.stringify(ids.map(() => null))}', ${arrayLiteral(ids.map(() => 1))}, 'w');`,
+        `EXECUTE write_done(${arrayLiteral(ids)}, ${arrayLiteral(ids.map(() => 0))}, '${JSON.stringify(ids.map(() => null))}', ${arrayLiteral(ids.map(() => 1))}, 'w'${rowVersions(done)});`,
       );
   }
   return lines;

@@ -83,6 +83,7 @@ export class HandlerWriteLedger {
         `[${resultJson}]`,
         numberArray([runMs]),
         claim.workerId,
+        "{NULL}", // no row version: the job is found by its id (sql/finish.ts)
       ],
     });
     if ((rows[0]?.refused_ids.length ?? 1) > 0) throw new JobClaimLostError(claim.id, "complete");

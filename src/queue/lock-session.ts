@@ -16,6 +16,7 @@ import { LockSessionLostError } from "../errors.js";
 import type { BackoffPolicy } from "./ledger.js";
 import { lockClassFor } from "./lock-class.js";
 import type { ProbeQuery } from "./pooling.js";
+import { type ClaimRow, RowVersions } from "./session/claim-rows.js";
 import {
   type ConnectionLimits,
   DEFAULT_CONNECTION_LIMITS,
@@ -101,6 +102,8 @@ export class LockSession {
   private lost = false;
   private readonly unlocks: UnlockQueue;
   private readonly target: WriteTarget;
+  /** Each held job's row version, which its completion reads the row at (session/claim-rows.ts). */
+  private readonly rowVersions = new RowVersions();
 
   private constructor(
     /**
@@ -167,6 +170,7 @@ export class LockSession {
    * them, and no lock may stay held for a job this session does not own. Resolves once released.
    */
   releaseLocks(ids: readonly number[]): Promise<void> {
+    this.rowVersions.forget(ids);
     return ids.length === 0 ? Promise.resolve() : this.unlocks.request(ids, null);
   }
 
@@ -254,18 +258,23 @@ export class LockSession {
     return rows[0] ?? null;
   }
 
-  /** Sends a claim statement (built around the ids it carries to unlock) and returns its rows. */
+  /**
+   * Sends a claim statement (built around the ids it carries to unlock) and returns its rows as
+   * jobs, keeping each claimed row's version for the job's completion (session/claim-rows.ts).
+   */
   private async claimRows(query: (unlockIds: string) => pg.QueryConfig): Promise<ClaimedJob[]> {
     this.unlocks.send(true);
     const carried = this.unlocks.takeForClaim();
-    // The claim names its columns as ClaimedJob's fields (claim.ts): rows are used as they are.
-    const claimed = this.locks.query<ClaimedJob & pg.QueryResultRow>(query(numberArray(carried?.ids ?? [])));
+    const claimed = this.locks.query<ClaimRow>({
+      ...query(numberArray(carried?.ids ?? [])),
+      rowMode: "array",
+    } as pg.QueryConfig);
     // Registered before the carried unlocks' callbacks, so that they already see the session lost.
     claimed.catch(() => {
       this.lost = true;
     });
     carried?.settle(claimed);
-    return (await claimed).rows;
+    return this.rowVersions.jobsOf((await claimed).rows);
   }
 
   /** Fenced claimed → running. Returns the ids that moved. */
@@ -284,7 +293,11 @@ export class LockSession {
   ): Promise<Written<number[]>> {
     if (batch.length === 0) return nothingWritten([]);
     const ids = batch.map((c) => c.id);
-    return this.unlockAfter(ids, writeDoneBatch(this.target, batch, ids), onUnlocked);
+    return this.unlockAfter(
+      ids,
+      writeDoneBatch(this.target, batch, ids, this.rowVersions.of(ids)),
+      onUnlocked,
+    );
   }
 
   /**
@@ -326,6 +339,7 @@ export class LockSession {
     onUnlocked: OnUnlocked<T> | undefined,
   ): Promise<Written<T>> {
     const { outcome, wakeTypes } = await write;
+    this.rowVersions.forget(ids);
     return {
       outcome,
       unlocked: this.unlocks.request(ids, wakeTypes, onUnlocked && ((error) => onUnlocked(outcome, error))),
@@ -371,6 +385,11 @@ export class LockSession {
   async close(): Promise<void> {
     this.lost = true;
     await Promise.all([closeSession(this.writes.client), closeSession(this.locks.client)]);
+  }
+
+  /** How many row versions the session keeps (tests: none once it holds no job). */
+  get rowVersionsKept(): number {
+    return this.rowVersions.size;
   }
 
   /** The backend pid of the lock connection, which holds the locks (for tests and inspect). */

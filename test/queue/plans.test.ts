@@ -8,10 +8,15 @@ import { after, before, it } from "node:test";
 import pg from "pg";
 import { completeJobs } from "../../bench/compare/adapters/sql-floor-complete.js";
 import { lockClassFor } from "../../src/queue/lock-class.js";
-import { claimJobs, lockConnectionSettings, lockSessionSettings } from "../../src/queue/sql/claim.js";
+import {
+  claimJobs,
+  lockConnectionSettings,
+  lockSessionSettings,
+  writeConnectionSettings,
+} from "../../src/queue/sql/claim.js";
 import { writeDone } from "../../src/queue/sql/finish.js";
 import { typeStates } from "../../src/queue/sql/job-types.js";
-import { jsonTextArray, numberArray } from "../../src/queue/sql/params.js";
+import { jsonTextArray, numberArray, tidArray } from "../../src/queue/sql/params.js";
 import { pruneJobs } from "../../src/queue/sql/retention.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
 
@@ -74,7 +79,9 @@ it("claim and complete of 500 jobs use indexes and visit each row once", async (
     gates.some((gate) => nodes(gate).some((n) => n["Index Name"] === "jobs_claim_idx")),
     "the claim index is scanned only once the carried unlocks have run",
   );
-  const claimed = await db.sql<{ id: number }>("SELECT id FROM jobs WHERE status = 'claimed' ORDER BY id");
+  const claimed = await db.sql<{ id: number; ctid: string }>(
+    "SELECT id, ctid::text AS ctid FROM jobs WHERE status = 'claimed' ORDER BY id",
+  );
   assert.equal(claimed.length, 500);
   const ids = claimed.map((r) => r.id);
   const complete = await plan(writeDone(db.schema).text, [
@@ -83,6 +90,7 @@ it("claim and complete of 500 jobs use indexes and visit each row once", async (
     jsonTextArray(ids.map(() => "null")),
     numberArray(ids.map(() => 1)),
     "w",
+    tidArray(claimed.map((r) => r.ctid)),
   ]);
   assert.deepEqual(
     complete.filter((n) => n["Node Type"] === "Seq Scan").map((n) => n["Relation Name"]),
@@ -130,8 +138,8 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
     // a nested loop rescanning the batch for every held row; see lockSessionSettings.)
     const lockClass = lockClassFor(fresh.schema);
     for (let round = 0; round < 10; round++) {
-      const batch = await fresh.sql<{ id: number }>(
-        "SELECT id FROM jobs WHERE worker_id = 'w' AND status = 'claimed'",
+      const batch = await fresh.sql<{ id: number; ctid: string }>(
+        "SELECT id, ctid::text AS ctid FROM jobs WHERE worker_id = 'w' AND status = 'claimed'",
       );
       const batchIds = batch.map((r) => r.id);
       await session.query(completeJobs(fresh.schema).text, [
@@ -140,6 +148,7 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
         jsonTextArray(batchIds.map(() => "null")),
         numberArray(batchIds.map(() => 1)),
         "w",
+        tidArray(batch.map((r) => r.ctid)),
         lockClass,
       ]);
       await session.query(claimJobs(fresh.schema).text, [["noop"], 800, lockClass, "w", "{}"]);
@@ -158,7 +167,9 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
     } finally {
       await other.end();
     }
-    const held = await fresh.sql<{ id: number }>("SELECT id FROM jobs WHERE worker_id = 'w'");
+    const held = await fresh.sql<{ id: number; ctid: string }>(
+      "SELECT id, ctid::text AS ctid FROM jobs WHERE worker_id = 'w'",
+    );
     const ids = held.map((r) => r.id);
     const complete = await plan(
       writeDone(fresh.schema).text,
@@ -168,6 +179,7 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
         jsonTextArray(ids.map(() => "null")),
         numberArray(ids.map(() => 1)),
         "w",
+        tidArray(held.map((r) => r.ctid)),
       ],
       session,
     );
@@ -186,16 +198,16 @@ it("cached plans built on an empty table still walk the claim index and reach ba
   await Promise.all([lock.connect(), writes.connect()]);
   try {
     await lock.query(lockConnectionSettings);
-    await writes.query(lockSessionSettings);
+    await writes.query(writeConnectionSettings);
     await fresh.sql("ANALYZE jobs"); // statistics of an empty table
     const lockClass = Number(lockClassFor(fresh.schema));
     await lock.query(`PREPARE claim(text[], int, int4, text, bigint[]) AS ${claimJobs(fresh.schema).text}`);
     await writes.query(
-      `PREPARE done(bigint[], int[], jsonb, float8[], text) AS ${writeDone(fresh.schema).text}`,
+      `PREPARE done(bigint[], int[], jsonb, float8[], text, tid[]) AS ${writeDone(fresh.schema).text}`,
     );
     const claim = `EXECUTE claim('{noop}', 800, ${lockClass}, 'w', '{}')`;
     await lock.query(claim); // the plans are cached now, for a table with no rows
-    await writes.query("EXECUTE done('{}', '{}', '[]', '{}', 'w')");
+    await writes.query("EXECUTE done('{}', '{}', '[]', '{}', 'w', '{}')");
     const explain = async (on: pg.Client, text: string) => {
       const { rows } = await on.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`);
       const [explained] = rows[0]["QUERY PLAN"] as { Plan: PlanNode }[];
@@ -209,10 +221,15 @@ it("cached plans built on an empty table still walk the claim index and reach ba
         "no sequential scan of jobs",
       );
       return plan
-        .filter((n) => n["Index Name"]?.startsWith("jobs_") && n["Node Type"] !== "Bitmap Heap Scan")
-        .map(
+        .filter(
           (n) =>
-            `${n["Node Type"] === "Bitmap Index Scan" ? "Index Scan" : n["Node Type"]} ${n["Index Name"]}`,
+            (n["Index Name"]?.startsWith("jobs_") && n["Node Type"] !== "Bitmap Heap Scan") ||
+            (n["Node Type"] === "Tid Scan" && n["Relation Name"] === "jobs"),
+        )
+        .map((n) =>
+          n["Node Type"] === "Tid Scan"
+            ? "Tid Scan jobs"
+            : `${n["Node Type"] === "Bitmap Index Scan" ? "Index Scan" : n["Node Type"]} ${n["Index Name"]}`,
         );
     };
     for (const history of [0, 200_000]) {
@@ -225,11 +242,12 @@ it("cached plans built on an empty table still walk the claim index and reach ba
       }
       await fresh.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 20000)");
       const claimPlan = await explain(lock, claim);
-      // The report of due run-alone jobs probes jobs_alone_idx, which cannot serve the claim (nor
-      // jobs_claim_idx the probe: their predicates exclude each other).
+      // The claimed rows are updated where the candidates' scan found them (a TID scan, no second
+      // walk of the primary key). The report of due run-alone jobs probes jobs_alone_idx, which
+      // cannot serve the claim (nor jobs_claim_idx the probe: their predicates exclude each other).
       assert.deepEqual(scansOfJobs(claimPlan), [
         "Index Scan jobs_claim_idx",
-        "Index Scan jobs_pkey",
+        "Tid Scan jobs",
         "Index Scan jobs_alone_idx",
       ]);
       assert.deepEqual(
@@ -237,19 +255,26 @@ it("cached plans built on an empty table still walk the claim index and reach ba
         [800, 800],
         "only the candidates and the claimed rows are sorted",
       );
-      const held = await fresh.sql<{ id: number }>(
-        "SELECT id FROM jobs WHERE status = 'claimed' ORDER BY id",
+      const held = await fresh.sql<{ id: number; ctid: string }>(
+        "SELECT id, ctid::text AS ctid FROM jobs WHERE status = 'claimed' ORDER BY id",
       );
       assert.equal(held.length, 800);
       const ids = held.map((r) => r.id);
       const donePlan = await explain(
         writes,
-        `EXECUTE done('${numberArray(ids)}', '${numberArray(ids.map(() => 0))}', '${jsonTextArray(ids.map(() => "null"))}', '${numberArray(ids.map(() => 1))}', 'w')`,
+        `EXECUTE done('${numberArray(ids)}', '${numberArray(ids.map(() => 0))}', '${jsonTextArray(ids.map(() => "null"))}', '${numberArray(ids.map(() => 1))}', 'w', '${tidArray(held.map((r) => r.ctid))}')`,
       );
+      // The batch is read at the row versions its claim returned (a TID scan), never by a walk of
+      // the whole primary key; the ids not found there (none here) through the primary key.
       assert.deepEqual(
         scansOfJobs(donePlan),
-        ["Index Scan jobs_pkey"],
+        ["Tid Scan jobs", "Index Scan jobs_pkey"],
         `completion, ${history} finished jobs`,
+      );
+      assert.equal(
+        donePlan.find((n) => n["Node Type"] === "Tid Scan")?.["Actual Rows"],
+        800,
+        "every row is found at its claimed version",
       );
       assert.deepEqual(
         donePlan.filter((n) => (n["Actual Loops"] ?? 1) > 1).map((n) => n["Node Type"]),

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
+import { CLAIMED_FIELDS } from "../../src/queue/job-shape.js";
 import type { Worker } from "../../src/worker/worker.js";
 import { createTestDb, DATABASE_URL, type TestDb } from "../helpers/db.js";
 import { waitForEvent } from "../helpers/events.js";
@@ -176,10 +177,11 @@ function interceptAnswers() {
 }
 
 /** A claim answer with attempt 1 of job `id` in it. */
+/** A claim's answer (rows in array mode: CLAIMED_FIELDS in order, sql/claim.ts) holds attempt 1 of `id`. */
 const hasRetryOf = (id: number) => (rows: readonly unknown[]) =>
   rows.some((row) => {
-    const job = row as { id?: unknown; attempt?: unknown };
-    return job.id === id && job.attempt === 1;
+    const fields = row as unknown[];
+    return fields[CLAIMED_FIELDS.indexOf("id")] === id && fields[CLAIMED_FIELDS.indexOf("attempt")] === 1;
   });
 
 /** Lets every callback of the current turn run (an answer's handling is a chain of microtasks). */

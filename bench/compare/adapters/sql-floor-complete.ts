@@ -12,7 +12,7 @@ const REFUSED_IDS = "AS refused_ids";
 
 /**
  * {@link writeDone} and the unlock in one statement.
- * $1–$5 as writeDone, $6 lock class. Returns `refused_ids` and `unlocked`.
+ * $1–$6 as writeDone, $7 lock class. Returns `refused_ids` and `unlocked`.
  * @throws Error if writeDone's text no longer ends in the `refused_ids` select this extends.
  */
 export const completeJobs = (schema: string): Statement => {
@@ -20,6 +20,6 @@ export const completeJobs = (schema: string): Statement => {
   const at = text.lastIndexOf(REFUSED_IDS);
   if (at < 0) throw new Error("sql-floor: writeDone no longer selects refused_ids; update completeJobs");
   const end = at + REFUSED_IDS.length;
-  const unlocked = `,\n            count(pg_advisory_unlock(${lockKey("$6", "i.id")}))::int AS unlocked`;
+  const unlocked = `,\n            count(pg_advisory_unlock(${lockKey("$7", "i.id")}))::int AS unlocked`;
   return statement(schema, "complete_jobs", `${text.slice(0, end)}${unlocked}${text.slice(end)}`);
 };

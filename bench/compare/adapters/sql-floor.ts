@@ -13,7 +13,7 @@ import { lockClassFor } from "../../../src/queue/lock-class.js";
 import { migrate } from "../../../src/queue/migrate.js";
 import { claimJobs, lockSessionSettings } from "../../../src/queue/sql/claim.js";
 import { enqueueJob, enqueueJobs } from "../../../src/queue/sql/enqueue.js";
-import { jsonTextArray, numberArray } from "../../../src/queue/sql/params.js";
+import { jsonTextArray, numberArray, tidArray } from "../../../src/queue/sql/params.js";
 import { QueueAdapter, type StopWorkers } from "../base.js";
 import { PhaseAborted, quoteIdent, sleep } from "../harness.js";
 import type { BenchContext, BenchPayload, JobSink } from "../types.js";
@@ -89,10 +89,12 @@ export class SqlFloorAdapter extends QueueAdapter {
   /** One claim + complete round; returns how many jobs it finished. */
   private async round(sink: JobSink): Promise<number> {
     const { client } = this.db;
-    const { rows } = await client.query<{ id: number; attempt: number; payload: BenchPayload }>({
-      ...claimJobs(this.schema),
-      values: [["noop"], CLAIM_BATCH, this.lockClass, WORKER_ID, "{}"],
-    });
+    const { rows } = await client.query<{ id: number; attempt: number; payload: BenchPayload; ctid: string }>(
+      {
+        ...claimJobs(this.schema),
+        values: [["noop"], CLAIM_BATCH, this.lockClass, WORKER_ID, "{}"],
+      },
+    );
     if (rows.length === 0) return 0;
     for (const row of rows) sink(row.payload);
     await client.query({
@@ -103,6 +105,7 @@ export class SqlFloorAdapter extends QueueAdapter {
         jsonTextArray(new Array(rows.length).fill("null")),
         numberArray(new Array(rows.length).fill(0)),
         WORKER_ID,
+        tidArray(rows.map((r) => r.ctid)),
         this.lockClass,
       ],
     });

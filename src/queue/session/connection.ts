@@ -7,7 +7,7 @@
 import type pg from "pg";
 import { connectSession, destroySession, withDeadline } from "../../db/pool.js";
 import { LockSessionLostError } from "../../errors.js";
-import { lockConnectionSettings, lockSessionSettings } from "../sql/claim.js";
+import { lockConnectionSettings, writeConnectionSettings } from "../sql/claim.js";
 import { lockTableSize, sessionTimeouts } from "../sql/schema.js";
 
 /**
@@ -175,10 +175,11 @@ async function openConnection(
       );
     });
   try {
-    // Cached plans that hold whatever the statistics say (lockSessionSettings); claims commit
-    // without waiting for the disk (lockConnectionSettings). One simple query, several statements.
+    // Cached plans that hold whatever the statistics say (lockSessionSettings, which both build
+    // on); claims commit without waiting for the disk (lockConnectionSettings); completions read
+    // their rows by version (writeConnectionSettings). One simple query, several statements.
     if (role === "writes") {
-      await setUp(`${lockSessionSettings}; ${bounds}`);
+      await setUp(`${writeConnectionSettings}; ${bounds}`);
       return { connection: new SerialConnection(client, "write", deadlines, "write"), lockTableSlots: null };
     }
     const results = (await setUp(

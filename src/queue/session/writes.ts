@@ -7,7 +7,7 @@
 import type { BackoffPolicy } from "../ledger.js";
 import { deleteWorker, heartbeat, markRunning } from "../sql/claim.js";
 import { writeDone, writeFailures, writeReleases } from "../sql/finish.js";
-import { jsonArrayType, jsonTextArray, numberArray } from "../sql/params.js";
+import { jsonArrayType, jsonTextArray, numberArray, tidArray } from "../sql/params.js";
 import type { JobStatus } from "../types.js";
 import type { SerialConnection } from "./connection.js";
 
@@ -86,11 +86,16 @@ export async function writeRunning(target: WriteTarget, refs: readonly ClaimRef[
   return new Set(rows.map((r) => r.id));
 }
 
-/** Fenced done (`ids`: the batch's ids, computed once by the caller). Resolves once committed with the ids the fence refused (usually none). */
+/**
+ * Fenced done (`ids`: the batch's ids, computed once by the caller; `rowVersions`: each job's row
+ * version as its claim returned it, or null, in the batch's order; see sql/finish.ts). Resolves
+ * once committed with the ids the fence refused (usually none).
+ */
 export async function writeDoneBatch(
   target: WriteTarget,
   batch: readonly Completion[],
   ids: readonly number[],
+  rowVersions: readonly (string | null)[],
 ): Promise<BatchWritten<number[]>> {
   const results = jsonTextArray(batch.map((c) => c.resultJson));
   const { rows } = await target.writes.query<RefusedRow>({
@@ -101,6 +106,7 @@ export async function writeDoneBatch(
       results,
       numberArray(batch.map((c) => c.runMs)),
       target.workerId,
+      tidArray(rowVersions),
     ],
   });
   return { outcome: refusedIds(rows), wakeTypes: null };

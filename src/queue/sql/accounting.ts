@@ -114,14 +114,15 @@ const histogramBucket = (secondsExpr: string): string => {
  * in (`<source>_groups`, a handful of rows for a batch of similar jobs); each counter then reads
  * those groups instead of the batch. Measured: a completion of 1,000 jobs spent 1.35 ms in four
  * passes over its rows (0.85 ms in the histograms' 2,000), about a tenth of the statement.
+ * `rows` is what the groups read, if not `source` itself (a subquery aliased as `source`).
  */
-export const recordCompletions = (source: string): string => {
+export const recordCompletions = (source: string, rows = source): string => {
   const groups = `${source}_groups`;
   return `${groups} AS MATERIALIZED (
        SELECT type, ${executionBin("exec_seconds")} AS bin,
               ${histogramBucket("exec_seconds")} AS exec_bucket, ${histogramBucket("wait_seconds")} AS wait_bucket,
               count(*) AS jobs, sum(exec_seconds) AS exec_seconds, sum(wait_seconds) AS wait_seconds
-       FROM ${source}
+       FROM ${rows}
        GROUP BY 1, 2, 3, 4
      ), ${source}_counted AS (
        ${countStatuses(`SELECT 'done'::text, sum(jobs) FROM ${groups}`)}

@@ -43,9 +43,9 @@ export const claimLimitedJobs = (schema: string): Statement =>
      ), room AS MATERIALIZED (
        SELECT * FROM $S.type_limit_room($1::text[], $2::int) WHERE (SELECT unlocked FROM unlocked) >= 0
      ), candidates AS MATERIALIZED (
-       SELECT c.id FROM room AS r
+       SELECT c.id, c.ctid FROM room AS r
        CROSS JOIN LATERAL (
-         SELECT id, priority, run_at FROM $S.jobs
+         SELECT id, ctid, priority, run_at FROM $S.jobs
          WHERE ${ofType("type", "r.limit_type")} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          ORDER BY priority DESC, run_at, id
          LIMIT r.room
@@ -66,9 +66,9 @@ export const claimLimitedJobs = (schema: string): Statement =>
        FROM per_type AS p
        WHERE l.type = p.limit_type AND p.rate IS NOT NULL
      )
-     (SELECT ${CLAIMED_COLUMNS} FROM claimed ORDER BY priority DESC, run_at, id)
+     (SELECT ${CLAIMED_COLUMNS}, ctid FROM claimed ORDER BY priority DESC, run_at, id)
      UNION ALL
-     (SELECT ${CLAIMED_COLUMNS} FROM jsonb_populate_record(NULL::$S.jobs, jsonb_build_object('payload', jsonb_build_object(
+     (SELECT ${CLAIMED_COLUMNS}, NULL::tid FROM jsonb_populate_record(NULL::$S.jobs, jsonb_build_object('payload', jsonb_build_object(
         'aloneDue', EXISTS (SELECT FROM $S.jobs WHERE status = 'pending' AND run_alone AND run_at <= now()
                             AND type = ANY($1::text[]) AND type <> ALL(${PAUSED_TYPES})),
         'waitSeconds', (SELECT min(greatest(0, 1 - (tokens_now - n)) / rate) FROM per_type

@@ -9,9 +9,13 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * (type_limits: claim-limited.ts claims those) in claim order with FOR UPDATE SKIP LOCKED, take the
  * session-level advisory lock of each while its row lock is held (skipping any whose lock another
  * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
- * applied before any lock is tried. The update finds its rows through `id = ANY(ARRAY(...))`, an
- * index scan of the primary key: a join with the CTE lets the planner pick a sequential scan of
- * the whole table, which grows with the history. The update checks the status again (written
+ * applied before any lock is tried. The update finds its rows where the candidates' scan found
+ * them, `ctid = ANY(ARRAY(...))`, a TID scan: the row lock taken there keeps each row at that
+ * version until the update (a row updated meanwhile is locked, and its ctid read, at its newest
+ * version; an update of an older version would follow the chain to it all the same). Measured: a
+ * second walk of the primary key for the ids, as `id = ANY(ARRAY(...))`, cost 0.6 µs of a claim's
+ * 12 per job. A join with the CTE would let the planner pick a sequential scan of the whole
+ * table, which grows with the history. The update checks the status again (written
  * `coalesce(status, '')` so that the planner cannot answer it from jobs_claim_idx, whose predicate
  * `status = 'pending'` would otherwise make it walk that whole index for the ids, as the fence's
  * status test does for jobs_stale_idx): the row lock taken by the candidates' scan already keeps
@@ -56,9 +60,9 @@ export const claimJobs = (schema: string, oneType = false): Statement =>
     `WITH unlocked AS MATERIALIZED (
        ${unlockSelect({ ids: "$5", lockClass: "$3", wakeTypes: "NULL" })}
      ), ${claimCtes({ types: "$1", limit: "$2", lockClass: "$3", workerId: "$4", after: "(SELECT unlocked FROM unlocked) >= 0", alone: false, oneType })}
-     (SELECT ${CLAIMED_COLUMNS} FROM (SELECT * FROM claimed ORDER BY priority DESC, run_at, id OFFSET 0) AS claimed)
+     (SELECT ${CLAIMED_COLUMNS}, ctid FROM (SELECT * FROM claimed ORDER BY priority DESC, run_at, id OFFSET 0) AS claimed)
      UNION ALL
-     (SELECT ${CLAIMED_COLUMNS} FROM (SELECT (NULL::$S.jobs).*) AS report
+     (SELECT ${CLAIMED_COLUMNS}, NULL::tid FROM (SELECT (NULL::$S.jobs).*) AS report
       WHERE EXISTS (SELECT FROM $S.jobs WHERE status = 'pending' AND run_alone AND run_at <= now() AND type = ANY($1::text[])
                     AND type <> ALL(${PAUSED_TYPES})))`,
   );
@@ -79,12 +83,14 @@ export const claimAloneJob = (schema: string): Statement =>
     `WITH unlocked AS MATERIALIZED (
        ${unlockSelect({ ids: "$4", lockClass: "$2", wakeTypes: "NULL" })}
      ), ${claimCtes({ types: "$1", limit: "1", lockClass: "$2", workerId: "$3", after: "(SELECT unlocked FROM unlocked) >= 0", alone: true, oneType: false })}
-     SELECT ${CLAIMED_COLUMNS} FROM claimed`,
+     SELECT ${CLAIMED_COLUMNS}, ctid FROM claimed`,
   );
 
 /**
- * Columns of a claimed job as a claim returns it, named as the worker's `ClaimedJob` fields so
- * that each row is used as it arrives (derived from ../job-shape.ts by columns.ts).
+ * Columns of a claimed job as a claim returns it: the worker's `ClaimedJob` fields in the order of
+ * CLAIMED_FIELDS (../job-shape.ts, by columns.ts). Every claim returns them followed by the claimed
+ * row version's `ctid` (NULL in a report row), and is read in array row mode
+ * (session/claim-rows.ts): the completion finds each row where its claim left it (finish.ts).
  */
 export const CLAIMED_COLUMNS = CLAIMED_SELECT_LIST;
 
@@ -93,8 +99,8 @@ export const CLAIMED_COLUMNS = CLAIMED_SELECT_LIST;
  * caller: `types` text[], `limit` int, `lockClass` int4, `workerId` text; `after`, a condition
  * without columns that the candidates' scan evaluates once, before its first row; `alone`, whether
  * the candidates are run-alone jobs (through jobs_alone_idx) or ordinary ones (jobs_claim_idx).
- * `claimed` holds the claimed rows (id, type, payload, priority, attempt, max_retries, run_at and
- * timeout_seconds).
+ * `claimed` holds the claimed rows (id, type, payload, priority, attempt, max_retries, run_at,
+ * timeout_seconds, and the ctid of the version the update wrote).
  */
 const claimCtes = (p: {
   types: string;
@@ -107,7 +113,7 @@ const claimCtes = (p: {
 }): string =>
   p.oneType
     ? `candidates AS MATERIALIZED (
-       SELECT id FROM $S.jobs
+       SELECT id, ctid FROM $S.jobs
        WHERE ${ofType("type", `(${p.types}::text[])[1]`)} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          AND (${p.types}::text[])[1] <> ALL(${UNCLAIMED_TYPES}) AND ${p.after}
        ORDER BY priority DESC, run_at, id
@@ -116,7 +122,7 @@ const claimCtes = (p: {
      ${CLAIM_TAIL(p)}`
     : p.alone
       ? `candidates AS MATERIALIZED (
-       SELECT id FROM $S.jobs
+       SELECT id, ctid FROM $S.jobs
        WHERE status = 'pending' AND run_alone AND run_at <= now()
          AND type = ANY(${p.types}::text[]) AND type <> ALL(${PAUSED_TYPES}) AND ${p.after}
        ORDER BY priority DESC, run_at, id
@@ -124,9 +130,9 @@ const claimCtes = (p: {
        FOR UPDATE SKIP LOCKED
      ${CLAIM_TAIL(p)}`
       : `candidates AS MATERIALIZED (
-       SELECT c.id FROM unnest(${p.types}::text[]) AS t(type)
+       SELECT c.id, c.ctid FROM unnest(${p.types}::text[]) AS t(type)
        CROSS JOIN LATERAL (
-         SELECT id, priority, run_at FROM $S.jobs
+         SELECT id, ctid, priority, run_at FROM $S.jobs
          WHERE ${ofType("type", "t.type")} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          ORDER BY priority DESC, run_at, id
          LIMIT ${p.limit}
@@ -160,12 +166,12 @@ const UNCLAIMED_TYPES = "ARRAY(SELECT type FROM $S.paused_types UNION ALL SELECT
  */
 export const CLAIM_TAIL = (p: { lockClass: string; workerId: string }): string =>
   `), locked AS MATERIALIZED (
-       SELECT id FROM candidates WHERE pg_try_advisory_lock(${lockKey(p.lockClass, "id")})
+       SELECT id, ctid FROM candidates WHERE pg_try_advisory_lock(${lockKey(p.lockClass, "id")})
      ), claimed AS (
        UPDATE $S.jobs AS j
        SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = ${p.workerId}
-       WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND coalesce(j.status, '') = 'pending'
-       RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.timeout_seconds
+       WHERE j.ctid = ANY(ARRAY(SELECT ctid FROM locked)) AND coalesce(j.status, '') = 'pending'
+       RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.timeout_seconds, j.ctid
      ), claim_counted AS (
        ${countStatuses("SELECT 'pending'::text, -count(*) FROM claimed")}
      )`;
@@ -274,3 +280,14 @@ export const lockSessionSettings =
  * pick-up) took 0.8 ms instead of 1.6–2.1 ms here.
  */
 export const lockConnectionSettings = `${lockSessionSettings}; SET synchronous_commit = off`;
+
+/**
+ * The write connection's settings: {@link lockSessionSettings}, and `enable_indexscan = off`. The
+ * completion reads its rows at the versions their claims returned, a TID scan (finish.ts); with
+ * index scans allowed, a plan cached while the table looked empty read them by a walk of the
+ * whole primary key instead, which the planner costs lower than a TID scan on an empty table
+ * (and which grows with the history). The write connection's other statements reach their rows
+ * by id through a bitmap scan of the primary key, as good for a batch.
+ * `test/queue/plans.test.ts` checks both plans, cached on an empty table.
+ */
+export const writeConnectionSettings = `${lockSessionSettings}; SET enable_indexscan = off`;

@@ -13,6 +13,13 @@
 /** `{1,2,3}` for a `bigint[]`, `int[]`, `smallint[]` or `float8[]` parameter. Finite numbers only. */
 export const numberArray = (values: readonly number[]): string => `{${values.join(",")}}`;
 
+/**
+ * `{"(0,1)",NULL}` for a `tid[]` parameter: row versions as PostgreSQL prints a `ctid`
+ * (`(block,offset)`, as a claim returns them), null as NULL.
+ */
+export const tidArray = (versions: readonly (string | null)[]): string =>
+  `{${versions.map((v) => (v === null ? "NULL" : `"${v}"`)).join(",")}}`;
+
 /** `[a,b]` for a JSON array parameter (see {@link jsonArrayType}): each text must be valid JSON. */
 export const jsonTextArray = (jsonTexts: readonly string[]): string => `[${jsonTexts.join(",")}]`;
 

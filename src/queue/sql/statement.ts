@@ -69,8 +69,14 @@ export function statement(schema: string, name: string, text: string): Statement
  * (measured: 3–7 ms of a 13 ms statement, growing with throughput). Through the primary key a
  * write costs its batch, whatever the history. `test/queue/plans.test.ts` checks the plan.
  */
-export const fence = (p: { idsParam: string; workerParam: string; heldStatuses: string }): string =>
-  `j.id = ANY(${p.idsParam}::bigint[]) AND j.id = i.id AND j.attempt = i.attempt
+export const fence = (p: {
+  idsParam: string;
+  workerParam: string;
+  heldStatuses: string;
+  /** How the rows are found instead of `j.id = ANY(idsParam)` (the completion's TID scan, finish.ts). */
+  locate?: string;
+}): string =>
+  `${p.locate ?? `j.id = ANY(${p.idsParam}::bigint[])`} AND j.id = i.id AND j.attempt = i.attempt
        AND j.worker_id = ${p.workerParam} AND coalesce(j.status, '') IN (${p.heldStatuses})`;
 
 /**
