@@ -32,9 +32,15 @@ describe("dispatch", () => {
     try {
       await waitForEvent(worker, "claim:returned"); // the start-up claim found nothing
       const started = performance.now();
-      const done = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job?.id);
+      // Matched by type, not by the id, which is not known before addJob returns: the worker may
+      // run the job before that (the only noop job of this test).
+      const done = waitForEvent<[{ id: number; type: string }]>(
+        worker,
+        "job:completed",
+        (e) => e.type === "noop",
+      );
       const job = await db.ledger.addJob({ type: "noop" });
-      await done;
+      assert.equal((await done)[0].id, job.id);
       const elapsedMs = performance.now() - started;
       assert.ok(elapsedMs < 1000, `picked up in ${elapsedMs.toFixed(1)} ms; the poll is 30 s`);
     } finally {
@@ -48,9 +54,13 @@ describe("dispatch", () => {
       const reconnected = waitForEvent(worker, "listener:reconnected");
       assert.ok((await killListeners()) >= 1, "a LISTEN session was terminated");
       // Enqueue before LISTEN is back: a notification sent now may be lost.
-      const done = waitForEvent<[{ id: number }]>(worker, "job:completed", (e) => e.id === job?.id);
+      const done = waitForEvent<[{ id: number; type: string }]>(
+        worker,
+        "job:completed",
+        (e) => e.type === "noop",
+      );
       const job = await db.ledger.addJob({ type: "noop" });
-      await done;
+      assert.equal((await done)[0].id, job.id);
       await reconnected;
       // LISTEN is back: the next job is picked up by NOTIFY, so the poll can be slow again.
       const [row] = await db.sql<{ n: number }>(
@@ -129,11 +139,13 @@ describe("dispatch", () => {
     it(`a lost lock session (its ${connection} connection killed) stops results from being written, and the worker carries on`, async () => {
       const worker = await startWorker(db, { runReaper: true, config: { staleThresholdSeconds: 0.5 } });
       try {
-        const started = waitForEvent<[{ jobs: { id: number }[] }]>(worker, "job:claimed", (e) =>
-          e.jobs.some((j) => j.id === job?.id),
+        // Matched by type (the test's only slow job): the claim may come before addJob returns,
+        // when the job's id is not known yet.
+        const started = waitForEvent<[{ jobs: { id: number; type: string }[] }]>(worker, "job:claimed", (e) =>
+          e.jobs.some((j) => j.type === "slow"),
         );
         const job = await db.ledger.addJob({ type: "slow", payload: { sleep_seconds: 0.5 }, maxRetries: 3 });
-        await started;
+        assert.ok((await started)[0].jobs.some((j) => j.id === job.id));
         const lost = waitForEvent(worker, "session:lost");
         const restored = waitForEvent(worker, "session:restored");
         // The first run is aborted and its result refused; the reaper hands the job out again.
