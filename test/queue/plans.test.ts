@@ -242,12 +242,11 @@ it("cached plans built on an empty table still walk the claim index and reach ba
       }
       await fresh.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 20000)");
       const claimPlan = await explain(lock, claim);
-      // The claimed rows are updated where the candidates' scan found them (a TID scan, no second
-      // walk of the primary key). The report of due run-alone jobs probes jobs_alone_idx, which
-      // cannot serve the claim (nor jobs_claim_idx the probe: their predicates exclude each other).
+      // The report of due run-alone jobs probes jobs_alone_idx, which cannot serve the claim (nor
+      // jobs_claim_idx the probe: their predicates exclude each other).
       assert.deepEqual(scansOfJobs(claimPlan), [
         "Index Scan jobs_claim_idx",
-        "Tid Scan jobs",
+        "Index Scan jobs_pkey",
         "Index Scan jobs_alone_idx",
       ]);
       assert.deepEqual(

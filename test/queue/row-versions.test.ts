@@ -117,3 +117,46 @@ it("a completion the fence refuses is refused, whether its row is found at its v
   assert.deepEqual(after.get(stayed.id), { status: "claimed", result: null });
   assert.equal(session.rowVersionsKept, 0);
 });
+
+it("a job updated after a claim's snapshot and before its row lock (still pending) is claimed, and its lock released with it", async () => {
+  // The claim's update reaches its rows through the primary key: the row lock follows a job
+  // updated meanwhile to its newest version, which the statement's snapshot does not see, so an
+  // update by the candidates' ctid found nothing and left the job unclaimed under a fresh
+  // advisory lock. The limited claim makes the window deterministic: it takes its snapshot, then
+  // waits for the type's limit row, which this test holds while the job is updated.
+  await db.sql("DELETE FROM type_limits");
+  await db.ledger.setTypeLimit("capped", { maxRunning: 5 });
+  const job = await db.ledger.addJob({ type: "capped" });
+  const holder = new pg.Client({ connectionString: DATABASE_URL });
+  await holder.connect();
+  try {
+    await holder.query("BEGIN");
+    await holder.query(`SELECT * FROM "${db.schema}".type_limits FOR UPDATE`);
+    const session = await db.openLockSession("w1");
+    const claiming = session.claimLimited(["capped"], 10);
+    const waiting = async () =>
+      (
+        await db.sql<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%type_limit_room%'",
+        )
+      )[0]?.n ?? 0;
+    for (let i = 0; (await waiting()) === 0; i++) {
+      assert.ok(i < 1000, "the claim waits for the limit row");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await db.sql("UPDATE jobs SET watched = true WHERE id = $1", [job.id]); // still pending
+    await holder.query("COMMIT");
+    const { jobs } = await claiming;
+    assert.deepEqual(
+      jobs.map((j) => j.id),
+      [job.id],
+    );
+    assert.deepEqual(await session.complete([{ id: job.id, attempt: 0, resultJson: "null", runMs: 1 }]), []);
+    assert.equal((await db.ledger.getJob(job.id))?.status, "done");
+    assert.deepEqual(await db.ledger.heldJobLocks(), [], "no advisory lock outlives the job");
+  } finally {
+    await holder.query("ROLLBACK").catch(() => undefined);
+    await holder.end();
+    await db.sql("DELETE FROM type_limits");
+  }
+});

@@ -9,13 +9,14 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * (type_limits: claim-limited.ts claims those) in claim order with FOR UPDATE SKIP LOCKED, take the
  * session-level advisory lock of each while its row lock is held (skipping any whose lock another
  * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
- * applied before any lock is tried. The update finds its rows where the candidates' scan found
- * them, `ctid = ANY(ARRAY(...))`, a TID scan: the row lock taken there keeps each row at that
- * version until the update (a row updated meanwhile is locked, and its ctid read, at its newest
- * version; an update of an older version would follow the chain to it all the same). Measured: a
- * second walk of the primary key for the ids, as `id = ANY(ARRAY(...))`, cost 0.6 µs of a claim's
- * 12 per job. A join with the CTE would let the planner pick a sequential scan of the whole
- * table, which grows with the history. The update checks the status again (written
+ * applied before any lock is tried. The update finds its rows through `id = ANY(ARRAY(...))`, an
+ * index scan of the primary key: a join with the CTE lets the planner pick a sequential scan of
+ * the whole table, which grows with the history. Not by the candidates' `ctid` (a TID scan, 0.6 µs
+ * a job cheaper): a row updated after this statement's snapshot and before its row lock (still
+ * pending: a `watchJob`, a retry-now) is locked at its newest version, which that snapshot does
+ * not see, so a TID scan found nothing there and the job stayed unclaimed under the advisory lock
+ * just taken (test/queue/row-versions.test.ts); through the primary key the update reaches the
+ * visible version and follows it to the newest. The update checks the status again (written
  * `coalesce(status, '')` so that the planner cannot answer it from jobs_claim_idx, whose predicate
  * `status = 'pending'` would otherwise make it walk that whole index for the ids, as the fence's
  * status test does for jobs_stale_idx): the row lock taken by the candidates' scan already keeps
@@ -113,7 +114,7 @@ const claimCtes = (p: {
 }): string =>
   p.oneType
     ? `candidates AS MATERIALIZED (
-       SELECT id, ctid FROM $S.jobs
+       SELECT id FROM $S.jobs
        WHERE ${ofType("type", `(${p.types}::text[])[1]`)} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          AND (${p.types}::text[])[1] <> ALL(${UNCLAIMED_TYPES}) AND ${p.after}
        ORDER BY priority DESC, run_at, id
@@ -122,7 +123,7 @@ const claimCtes = (p: {
      ${CLAIM_TAIL(p)}`
     : p.alone
       ? `candidates AS MATERIALIZED (
-       SELECT id, ctid FROM $S.jobs
+       SELECT id FROM $S.jobs
        WHERE status = 'pending' AND run_alone AND run_at <= now()
          AND type = ANY(${p.types}::text[]) AND type <> ALL(${PAUSED_TYPES}) AND ${p.after}
        ORDER BY priority DESC, run_at, id
@@ -130,9 +131,9 @@ const claimCtes = (p: {
        FOR UPDATE SKIP LOCKED
      ${CLAIM_TAIL(p)}`
       : `candidates AS MATERIALIZED (
-       SELECT c.id, c.ctid FROM unnest(${p.types}::text[]) AS t(type)
+       SELECT c.id FROM unnest(${p.types}::text[]) AS t(type)
        CROSS JOIN LATERAL (
-         SELECT id, ctid, priority, run_at FROM $S.jobs
+         SELECT id, priority, run_at FROM $S.jobs
          WHERE ${ofType("type", "t.type")} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          ORDER BY priority DESC, run_at, id
          LIMIT ${p.limit}
@@ -166,11 +167,11 @@ const UNCLAIMED_TYPES = "ARRAY(SELECT type FROM $S.paused_types UNION ALL SELECT
  */
 export const CLAIM_TAIL = (p: { lockClass: string; workerId: string }): string =>
   `), locked AS MATERIALIZED (
-       SELECT id, ctid FROM candidates WHERE pg_try_advisory_lock(${lockKey(p.lockClass, "id")})
+       SELECT id FROM candidates WHERE pg_try_advisory_lock(${lockKey(p.lockClass, "id")})
      ), claimed AS (
        UPDATE $S.jobs AS j
        SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = ${p.workerId}
-       WHERE j.ctid = ANY(ARRAY(SELECT ctid FROM locked)) AND coalesce(j.status, '') = 'pending'
+       WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND coalesce(j.status, '') = 'pending'
        RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.timeout_seconds, j.ctid
      ), claim_counted AS (
        ${countStatuses("SELECT 'pending'::text, -count(*) FROM claimed")}
