@@ -12,6 +12,18 @@ export async function runningIn(db: pg.Pool, pid: number): Promise<number[]> {
   return rows.map((row) => Number(row.job_id));
 }
 
+/** How many jobs the worker process `pid` holds (claimed or running, by the ledger). */
+export async function heldBy(db: pg.Pool, pid: number): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM "${SCHEMA}".jobs AS j
+     WHERE j.status IN ('claimed', 'running')
+       AND EXISTS (SELECT FROM "${SCHEMA}".workers AS w
+                   WHERE w.pid = $1 AND (j.worker_id = w.id OR j.worker_id LIKE w.id || '/%'))`,
+    [pid],
+  );
+  return rows[0]?.n ?? 0;
+}
+
 /** How many of `ids` are in a final state (done, dead, cancelled). */
 export async function finalCount(db: pg.Pool, ids: readonly number[]): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
