@@ -229,7 +229,7 @@ export class Dispatcher {
     this.running.set(job.id, entry);
     this.writer.markRunning(job);
     this.limits.start(entry);
-    void this.contexts.invoke(entry, this.registry.get(job.type), controller.signal, this.settled);
+    void this.contexts.invoke(entry, this.registry.get(job.type), this.settled);
   }
 
   private readonly settled = (entry: RunningJob, outcome: HandlerOutcome): void =>

@@ -10,16 +10,17 @@ import { createTestDb, type TestDb } from "../helpers/db.js";
 import { waitForEvent } from "../helpers/events.js";
 import { startWorker } from "../helpers/worker.js";
 
+const signal = new AbortController().signal;
 const job = (type: string, payload: HandlerJob["payload"], attempt = 0): HandlerJob => ({
   id: 1,
   type,
   payload,
   attempt,
   maxRetries: 3,
+  signal,
   progress: () => Promise.resolve(),
   complete: () => Promise.resolve(),
 });
-const signal = new AbortController().signal;
 
 describe("is_prime: trial division over 2, 3, 5, 7, ... up to floor(sqrt(n))", () => {
   it("97 is prime after 5 candidates (2, 3, 5, 7, 9)", () => {

@@ -73,6 +73,7 @@ function load(module: string, exportName: string): Promise<JobHandler> {
 function sandboxJob(job: HandlerJobData, run: NonNullable<typeof current>): HandlerJob {
   return {
     ...job,
+    signal: run.controller.signal,
     progress: progressOf(job.id, run),
     complete: () =>
       Promise.reject(
