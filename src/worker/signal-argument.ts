@@ -9,11 +9,16 @@
  * `job.signal` (a getter) in any handler.
  *
  * The rule is conservative: a handler is taken not to see its second argument only when that is
- * certain from its source text (`Function.prototype.toString`): its parameter list is empty or one
- * plain name (no default value, no rest, no destructuring, no comment), and either it is an arrow
- * function (which has no `arguments` of its own) or its source never says `arguments` or `eval`.
- * Anything else (two or more declared parameters, a bound or native function, a proxy, a method
- * with a computed name, a parameter list this does not recognise) gets the signal.
+ * certain from its source text (`Function.prototype.toString`, as it was when this module loaded):
+ * its parameter list is empty or one plain name (no default value, no rest, no destructuring, no
+ * comment), and either it is an arrow function (which has no `arguments` of its own, and whose
+ * `caller` and `arguments` properties throw), or it is an async function or a method whose source
+ * never says `arguments` or `eval` and has no backslash (an escaped `\u0061rguments` is still
+ * `arguments`). A plain `function` is never spared: in sloppy code a function it calls can read
+ * `handler.arguments` through `.caller`, whatever the handler's own text says. Anything else (two
+ * or more declared parameters, a bound or native function, a proxy, a generator, a method with a
+ * computed name, a parameter list this does not recognise) gets the signal. A review found the
+ * escape and `.caller` cases; test/worker/signal-argument.test.ts keeps them.
  */
 
 /** One plain parameter name, or none. */
@@ -22,27 +27,33 @@ const ONE_NAME = String.raw`\(\s*(?:[A-Za-z_$][\w$]*\s*)?\)`;
 /** `x =>`, `(x) =>`, `() =>`, each optionally `async`. */
 const ARROW = new RegExp(String.raw`^(?:async\b\s*)?(?:[A-Za-z_$][\w$]*|${ONE_NAME})\s*=>`);
 
-/** `function f(x) {`, `async function (x) {`, and methods `f(x) {`, `async f(x) {`. */
-const FUNCTION_OR_METHOD = new RegExp(
-  String.raw`^(?:async\s+)?(?:function\b\s*(?:[A-Za-z_$][\w$]*)?|[A-Za-z_$][\w$]*)\s*${ONE_NAME}\s*\{`,
+/**
+ * `async function f(x) {`, `async function (x) {`, and methods `f(x) {`, `async f(x) {`; not a
+ * plain `function` (see the top of the file), not a generator.
+ */
+const ASYNC_FUNCTION_OR_METHOD = new RegExp(
+  String.raw`^(?:async\s+function\b\s*(?:[A-Za-z_$][\w$]*\s*)?|(?:async\s+)?(?!function\b)[A-Za-z_$][\w$]*\s*)${ONE_NAME}\s*\{`,
 );
 
 /** How a function whose source is not JavaScript prints (bound, proxied, built in). */
 const NATIVE = /\{\s*\[native code\]\s*\}\s*$/;
 
-/** Words through which a non-arrow function can read arguments it does not declare. */
-const READS_ARGUMENTS = /\b(?:arguments|eval)\b/;
+/** What lets a function's own body read arguments it does not declare: the words, or an escape that may spell them. */
+const READS_ARGUMENTS = /\b(?:arguments|eval)\b|\\/;
+
+/** Taken once: a later replacement of `Function.prototype.toString` does not change the rule. */
+const sourceOf = Function.prototype.toString;
 
 const known = new WeakMap<(...args: never[]) => unknown, boolean>();
 
 /**
  * True unless `handler` certainly cannot see a second argument (see the top of the file). Cached
- * per function.
+ * per function. Never throws.
  */
 export function seesSignalArgument(handler: (...args: never[]) => unknown): boolean {
   let sees = known.get(handler);
   if (sees === undefined) {
-    sees = handler.length >= 2 || !certainlyOneParameter(handler);
+    sees = !certainlyOneParameter(handler);
     known.set(handler, sees);
   }
   return sees;
@@ -51,7 +62,8 @@ export function seesSignalArgument(handler: (...args: never[]) => unknown): bool
 function certainlyOneParameter(handler: (...args: never[]) => unknown): boolean {
   let source: string;
   try {
-    source = Function.prototype.toString.call(handler).trimStart();
+    if (handler.length >= 2) return false;
+    source = sourceOf.call(handler).trimStart();
   } catch {
     return false;
   }
@@ -59,5 +71,5 @@ function certainlyOneParameter(handler: (...args: never[]) => unknown): boolean 
   // parameters are not in its text.
   if (NATIVE.test(source)) return false;
   if (ARROW.test(source)) return true;
-  return FUNCTION_OR_METHOD.test(source) && !READS_ARGUMENTS.test(source);
+  return ASYNC_FUNCTION_OR_METHOD.test(source) && !READS_ARGUMENTS.test(source);
 }

@@ -20,6 +20,16 @@ type AnyHandler = (...args: never[]) => unknown;
 /** A function written as source text (a shape TypeScript would rewrite, or would not accept). */
 const fromSource = (text: string): AnyHandler => new Function(`return (${text});`)() as AnyHandler;
 
+describe("why a plain function is never spared: what it calls can read its arguments", () => {
+  it("a sloppy helper reads the handler's second argument through .caller", () => {
+    const handler = fromSource(
+      "function handler(job) { return (function peek() { return peek.caller['argu' + 'ments'][1]; })(); }",
+    );
+    assert.equal((handler as (job: unknown, signal: unknown) => unknown)({}, "the signal"), "the signal");
+    assert.equal(seesSignalArgument(handler), true);
+  });
+});
+
 describe("seesSignalArgument: only a handler that certainly cannot see a second argument is spared the signal", () => {
   const spared: [string, AnyHandler][] = [
     ["an arrow of one name", (job: unknown) => job],
@@ -27,21 +37,10 @@ describe("seesSignalArgument: only a handler that certainly cannot see a second 
     ["an async arrow", async (job: unknown) => job],
     ["an async arrow without parentheses", fromSource("async job => job")],
     ["an arrow of no parameter", () => null],
-    [
-      "a function of one name",
-      function named(job: unknown) {
-        return job;
-      },
-    ],
-    ["an async function", async (job: unknown) => job],
-    [
-      "a method",
-      {
-        run(job: unknown) {
-          return job;
-        },
-      }.run,
-    ],
+    ["an arrow whose body has escapes", fromSource(String.raw`(job) => "\u0061rguments\n"`)],
+    ["an async function", fromSource("async function named(job) { return job; }")],
+    ["a method", fromSource("{ run(job) { return job; } }.run")],
+    ["an async method", fromSource("{ async run(job) { return job; } }.run")],
     [
       "an arrow that reads its enclosing function's arguments",
       fromSource("(function () { return (job) => arguments.length; })()"),
@@ -52,24 +51,32 @@ describe("seesSignalArgument: only a handler that certainly cannot see a second 
     ["rest parameters", (...args: unknown[]) => args],
     ["a default second parameter (length 1)", fromSource("(job, signal = null) => signal")],
     ["a destructured parameter", ({ id }: { id: number }) => id],
+    // In sloppy code any function it calls can read `handler.arguments` through `.caller`.
     [
-      "a function that reads arguments",
-      function (job: unknown) {
-        // biome-ignore lint/complexity/noArguments: the case under test
-        return [job, arguments[1]];
-      },
+      "a plain function, even one that says nothing of its arguments",
+      fromSource("function named(job) { return job; }"),
     ],
-    ["a function that reads itself.arguments", fromSource("(function h(job) { return h.arguments[1]; })")],
-    ["a function that calls eval", fromSource("(function (job) { return eval('arguments[1]'); })")],
+    ["a function that reads arguments", fromSource("async function (job) { return arguments[1]; }")],
+    ["a method that reads arguments", fromSource("{ run(job) { return arguments[1]; } }.run")],
+    ["an escaped arguments", fromSource(String.raw`async function (job) { return \u0061rguments[1]; }`)],
+    ["an escaped eval", fromSource(String.raw`{ run(job) { return \u0065val("argu" + "ments[1]"); } }.run`)],
+    ["a function that calls eval", fromSource("async function (job) { return eval('arguments[1]'); }")],
     ["a bound function", ((job: unknown) => job).bind(null)],
+    ["a generator function", fromSource("function* (job) { yield job; }")],
     [
-      "a generator function",
-      function* (job: unknown) {
-        yield job;
-      },
+      "a getter",
+      fromSource('Object.getOwnPropertyDescriptor({ get run() { return arguments[0]; } }, "run").get'),
     ],
     ["a comment in the parameter list", fromSource("(job /* the job */) => job")],
     ["a proxy", new Proxy((job: unknown) => job, {})],
+    [
+      "a function whose length throws",
+      Object.defineProperty((job: unknown) => job, "length", {
+        get() {
+          throw new Error("length");
+        },
+      }),
+    ],
   ];
   for (const [name, handler] of spared)
     it(`spared: ${name}`, () => assert.equal(seesSignalArgument(handler), false, String(handler)));
