@@ -81,9 +81,12 @@ function failedAttemptCounts(cte: string) {
      )`;
 }
 
-/** The fence of the held-job writes of this module (see `fence`): $1 ids, held = claimed or running. */
-const held = (workerParam: string) =>
-  fence({ idsParam: "$1", workerParam, heldStatuses: "'claimed', 'running'" });
+/**
+ * The fence of the held-job writes of this module (see `fence`): held = claimed or running; ids
+ * `idsParam` (default $1), rows found as `locate` says if given.
+ */
+const held = (workerParam: string, idsParam = "$1", locate?: string) =>
+  fence({ idsParam, workerParam, heldStatuses: "'claimed', 'running'", locate });
 
 /*
  * A worker writes the outcome of its jobs on its write connection and then, once that has
@@ -143,19 +146,20 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) => {
            started_at = coalesce(j.started_at, now() - make_interval(secs => i.run_ms / 1000))`;
   const returning = `j.id, j.type, j.watched, greatest(date_part('epoch', j.completed_at - j.started_at), 0) AS exec_seconds,
                  greatest(date_part('epoch', j.claimed_at - j.run_at), 0) AS wait_seconds`;
-  const fenced = (idsParam: string, locate?: string) =>
-    fence({ idsParam, workerParam: p.workerId, heldStatuses: "'claimed', 'running'", locate });
   return `i AS (
        SELECT * FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[]), ${jsonArrayElements("$3", p.results)},
                                 unnest($4::float8[])) AS t(id, attempt, result, run_ms)
      ), done_found AS (
        UPDATE $S.jobs AS j SET ${set}
-       FROM i WHERE ${fenced("$1", "j.ctid = ANY($6::tid[])")}
+       FROM i WHERE ${held(p.workerId, "$1", "j.ctid = ANY($6::tid[])")}
        RETURNING ${returning}
      ), done_rest AS (
        UPDATE $S.jobs AS j SET ${set}
-       FROM i WHERE ${fenced(`CASE WHEN (SELECT count(*) FROM done_found) = (SELECT count(*) FROM i) THEN '{}'::bigint[]
-                                 ELSE ARRAY(SELECT id FROM i EXCEPT ALL SELECT id FROM done_found) END`)}
+       FROM i WHERE ${held(
+         p.workerId,
+         `CASE WHEN (SELECT count(*) FROM done_found) = (SELECT count(*) FROM i) THEN '{}'::bigint[]
+                                 ELSE ARRAY(SELECT id FROM i EXCEPT ALL SELECT id FROM done_found) END`,
+       )}
        RETURNING ${returning}
      ), ${recordCompletions("done", DONE_ROWS)}`;
 };
