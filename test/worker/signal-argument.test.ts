@@ -1,7 +1,8 @@
 /**
  * The job's AbortSignal is made only for a handler that can see it (src/worker/signal-argument.ts):
  * - which handler functions count as certainly not seeing a second argument (a table);
- * - on real PostgreSQL, every way a handler can reach the signal still gets it, aborted when its
+ * - on real PostgreSQL, a handler that cannot see the signal runs its jobs without one being made;
+ * - and every way a handler can reach the signal still gets it, aborted when its
  *   job is cancelled while it runs: `job.signal` in a one-parameter handler, the second argument
  *   of a rest-parameter wrapper, `arguments[1]` in a `function`, and the second parameter, which
  *   is the same object as `job.signal`.
@@ -91,6 +92,69 @@ describe("every way a handler reaches its signal still aborts on cancel", () => 
   });
   after(async () => {
     await db.drop();
+  });
+
+  /** How many AbortSignals were made (first reads of a controller's `signal`) while `jobs` jobs of `handler` ran. */
+  async function signalsMadeFor(
+    type: string,
+    jobs: number,
+    handler: (ran: () => void) => AnyHandler,
+  ): Promise<number> {
+    const descriptor = Object.getOwnPropertyDescriptor(
+      AbortController.prototype,
+      "signal",
+    ) as PropertyDescriptor;
+    const read = descriptor.get as (this: AbortController) => AbortSignal;
+    const seen = new WeakSet<AbortController>();
+    let made = 0;
+    let ran = 0;
+    let allRan: () => void = () => undefined;
+    const done = new Promise<void>((resolve) => {
+      allRan = resolve;
+    });
+    const worker = await startWorker(db, {
+      builtins: false,
+      handlers: {
+        [type]: handler(() => {
+          if (++ran === jobs) allRan();
+        }) as (job: HandlerJob, signal: AbortSignal) => unknown,
+      },
+    });
+    Object.defineProperty(AbortController.prototype, "signal", {
+      ...descriptor,
+      get(this: AbortController) {
+        if (!seen.has(this)) {
+          seen.add(this);
+          made++;
+        }
+        return read.call(this);
+      },
+    });
+    try {
+      await db.ledger.addJobs(Array.from({ length: jobs }, () => ({ type })));
+      await done;
+      return made;
+    } finally {
+      Object.defineProperty(AbortController.prototype, "signal", descriptor);
+      await worker.stop();
+    }
+  }
+
+  it("a handler of one parameter that never reads job.signal runs its jobs without a signal made", async () => {
+    const spared = await signalsMadeFor("no_signal", 50, (ran) => (_job: HandlerJob) => {
+      ran();
+      return null;
+    });
+    const given = await signalsMadeFor(
+      "with_signal",
+      50,
+      (ran) => (_job: HandlerJob, _signal: AbortSignal) => {
+        ran();
+        return null;
+      },
+    );
+    assert.ok(given >= 50, `a handler that takes the signal gets one per job: ${given} made`);
+    assert.ok(spared < 5, `a handler that cannot see it gets none: ${spared} made for 50 jobs`);
   });
 
   /** Runs one job of a handler that hands over the signal it found, cancels it, and returns that signal. */
