@@ -14,7 +14,8 @@ import { histogramSamples, processMetrics, type Sample, snapshotMetric } from ".
 
 /** The counters by type, each `taskqueue_jobs_<event>_total`, and what it counts. */
 export const JOB_COUNTERS = {
-  enqueued: "Jobs enqueued.",
+  enqueued:
+    "Jobs enqueued (a dead job replayed counts again): those pending, claimed or running plus those completed, dead or cancelled.",
   completed: "Jobs completed (done).",
   failed: "Failed attempts: handler failures and reclaims from lost workers (retried + dead).",
   retried: "Failed attempts scheduled to run again.",
@@ -192,13 +193,14 @@ export class DatabaseMetrics {
       .map(([type, value]) => ({ labels: { type }, value }));
   }
 
-  /** Every type seen in a counter or a histogram, so that each counter has a series per type. */
+  /** Every type seen in a counter, a histogram or the live jobs, so that each counter has a series per type. */
   private knownTypes(): string[] {
     const s = this.snapshot;
     if (!s) return [];
     const types = new Set<string>();
     for (const t of s.types.totals) types.add(t.type);
     for (const h of s.types.histogram) types.add(h.type);
+    for (const l of s.types.live) types.add(l.type);
     return [...types].sort();
   }
 
@@ -207,9 +209,15 @@ export class DatabaseMetrics {
     if (!s) return [];
     const byType = new Map<string, number>(this.knownTypes().map((t) => [t, 0]));
     const add = (type: string, n: number) => byType.set(type, (byType.get(type) ?? 0) + n);
-    if (event === "completed") {
+    if (event === "completed" || event === "enqueued") {
       for (const h of s.types.histogram) if (h.metric === "execution") add(h.type, h.count);
-    } else {
+    }
+    if (event === "enqueued") {
+      // Derived (schema version 15): the jobs still in the queue plus those that left it, each
+      // counted once by the statement that moved it out; one snapshot (typeFigures), so it only grows.
+      for (const l of s.types.live) add(l.type, l.jobs);
+      for (const t of s.types.totals) if (t.event === "dead" || t.event === "cancelled") add(t.type, t.count);
+    } else if (event !== "completed") {
       const counted = event === "failed" ? ["retried", "dead"] : [event];
       for (const t of s.types.totals) if (counted.includes(t.event)) add(t.type, t.count);
     }

@@ -11,7 +11,8 @@
  * checks the counters against a full count after every path.
  *
  * Schema version 8 adds the Prometheus counters by job type in the same way: {@link countEvents}
- * (job_totals: retried, dead, cancelled, fenced; `enqueued` comes from the insert trigger) and
+ * (job_totals: retried, dead, cancelled, fenced; `enqueued` is derived at scrape time since
+ * schema version 15, src/metrics/database.ts) and
  * {@link recordCompletions} (job_histogram: execution and queue-wait seconds of completed jobs,
  * whose count is also the number of completions). A statement that moves jobs into one of these
  * events (a new cancel path, say) adds a {@link countEvents} CTE of its own.
@@ -82,7 +83,7 @@ export const HISTOGRAM_BOUNDS_SECONDS: readonly number[] = [
 ];
 
 /** The event names of job_totals (schema version 8). */
-export type CountedEvent = "enqueued" | "retried" | "dead" | "cancelled" | "fenced" | "overdue";
+export type CountedEvent = "retried" | "dead" | "cancelled" | "fenced" | "overdue";
 
 /**
  * A CTE body (or a statement by itself) adding per-type event counts to job_totals. `deltas` is a
