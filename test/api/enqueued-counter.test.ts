@@ -30,7 +30,9 @@ describe("taskqueue_jobs_enqueued_total", () => {
     const session = await api.db.openLockSession("enqueued-counter");
     assert.equal(await enqueued(), 0);
 
-    const jobs = await api.db.ledger.addJobs(Array.from({ length: 4 }, (_, i) => ({ type: TYPE, payload: { i } })));
+    const jobs = await api.db.ledger.addJobs(
+      Array.from({ length: 4 }, (_, i) => ({ type: TYPE, payload: { i } })),
+    );
     assert.equal(await enqueued(), 4);
 
     // Claimed, running, completed; another failed and retried: still 4.
