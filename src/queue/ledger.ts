@@ -13,7 +13,17 @@ import { LIMITS } from "./job-shape.js";
 import { pauseJobType, readTypeStates, resumeJobType, type TypePause, type TypeState } from "./job-types.js";
 import { lockClassFor } from "./lock-class.js";
 import { readThroughput, readTypeDepths, type ThroughputMinute, type TypeDepth } from "./overview.js";
-import { addJobEvents, readMetrics, readTypeFigures, readWorkers, type TypeFigures } from "./reads.js";
+import {
+  addJobEvents,
+  type OutOfStatementEvent,
+  readMetrics,
+  readTypeFigures,
+  readWorkers,
+  type TypeFigures,
+} from "./reads.js";
+
+export type { OutOfStatementEvent } from "./reads.js";
+
 import { type PruneReport, pruneHistory, type RetentionPolicy } from "./retention.js";
 import {
   deleteSchedule,
@@ -169,11 +179,14 @@ export class Ledger extends DeadLetterLedger {
   }
 
   /**
-   * Adds event counts to the database's counters by job type (job_totals), e.g. writes a worker
-   * could not hand in (`fenced`). The extension point for an event counted outside the statement
-   * that causes it; a statement that moves jobs counts in itself (sql/accounting.ts, countEvents).
+   * Adds event counts to the database's counters by job type (job_totals): writes a worker could not
+   * hand in (`fenced`), handlers overdue after an abort (`overdue`), the only events counted outside
+   * the statement that causes them; a statement that moves jobs counts in itself (sql/accounting.ts).
+   * @throws {JobValidationError} for another event or a count that is not a whole number ≥ 0.
    */
-  addJobEvents(counts: readonly { type: string; event: string; count: number }[]): Promise<void> {
+  addJobEvents(
+    counts: readonly { type: string; event: OutOfStatementEvent; count: number }[],
+  ): Promise<void> {
     return addJobEvents(this.pool, this.schema, counts);
   }
 

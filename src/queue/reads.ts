@@ -4,7 +4,7 @@
  * exposes them.
  */
 import type { Queryable } from "../db/pool.js";
-import { TaskQueueError } from "../errors.js";
+import { JobValidationError, TaskQueueError } from "../errors.js";
 import { readTypeStates, unhandledTypes } from "./job-types.js";
 import { countJobEvents, typeFigures } from "./sql/observability.js";
 import { listWorkers, metrics } from "./sql/read.js";
@@ -130,14 +130,36 @@ export async function readTypeFigures(db: Queryable, schema: string): Promise<Ty
 }
 
 /**
- * Adds `counts` to the database's event counters (job_totals), e.g. the `fenced` writes of a
- * worker. Rows with a zero count are skipped.
+ * The events counted outside the statement that causes them (a worker's refused or dropped writes,
+ * handlers overdue after an abort). Every other event is counted by the statement that moves the
+ * job, and `taskqueue_jobs_enqueued_total` is summed from the completed, dead and cancelled counts
+ * (schema version 15): counting those here would count jobs twice.
+ */
+export const OUT_OF_STATEMENT_EVENTS = ["fenced", "overdue"] as const;
+
+/** One of {@link OUT_OF_STATEMENT_EVENTS}. */
+export type OutOfStatementEvent = (typeof OUT_OF_STATEMENT_EVENTS)[number];
+
+/**
+ * Adds `counts` to the database's event counters (job_totals): the `fenced` writes of a worker, the
+ * `overdue` handlers. Rows with a zero count are skipped.
+ * @throws {JobValidationError} naming `counts/<i>/event` for another event, or `counts/<i>/count`
+ *   for a count that is not a whole number ≥ 0 (counters only grow); nothing is written.
  */
 export async function addJobEvents(
   db: Queryable,
   schema: string,
-  counts: readonly { type: string; event: string; count: number }[],
+  counts: readonly { type: string; event: OutOfStatementEvent; count: number }[],
 ): Promise<void> {
+  const problems = counts.flatMap((c, i) => [
+    ...((OUT_OF_STATEMENT_EVENTS as readonly string[]).includes(c.event)
+      ? []
+      : [{ field: `counts/${i}/event`, message: `must be one of ${OUT_OF_STATEMENT_EVENTS.join(", ")}` }]),
+    ...(Number.isSafeInteger(c.count) && c.count >= 0
+      ? []
+      : [{ field: `counts/${i}/count`, message: "must be a whole number, 0 or more" }]),
+  ]);
+  if (problems.length > 0) throw new JobValidationError(problems);
   if (counts.length === 0) return;
   await db.query({
     ...countJobEvents(schema),

@@ -10,7 +10,7 @@
  */
 import type { Logger } from "../log.js";
 import type { WorkerProcessMetrics } from "../metrics/worker.js";
-import type { Ledger } from "../queue/ledger.js";
+import type { Ledger, OutOfStatementEvent } from "../queue/ledger.js";
 import type { ClaimedJob } from "../queue/types.js";
 import type { WorkerEmitter } from "./events.js";
 
@@ -202,8 +202,8 @@ export class JobObserver {
     this.flushing = (async () => {
       while (this.pending.size > 0) {
         const counts = [...this.pending].map(([key, count]) => {
-          const [type = "", event = ""] = key.split("\u0000");
-          return { type, event, count };
+          const [type = "", event] = key.split("\u0000");
+          return { type, event: event as OutOfStatementEvent, count };
         });
         this.pending.clear();
         try {

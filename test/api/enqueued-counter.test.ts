@@ -5,7 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { JobValidationError } from "../../src/errors.js";
 import { DatabaseMetrics } from "../../src/metrics/database.js";
+import type { OutOfStatementEvent } from "../../src/queue/ledger.js";
 import { killJobs } from "../helpers/dead.js";
 import { useApi } from "./support.js";
 
@@ -80,5 +82,31 @@ describe("taskqueue_jobs_enqueued_total", () => {
     assert.match(text, /^taskqueue_jobs_enqueued_total\{type="counted_other"\} 1$/m);
     // Every counter has a series for a type seen only among the live jobs.
     assert.match(text, /^taskqueue_jobs_completed_total\{type="counted_other"\} 0$/m);
+  });
+
+  it("cannot be moved through addJobEvents: only fenced and overdue, counts never negative", async () => {
+    const totals = () => api.db.sql("SELECT event, shard, count FROM job_totals ORDER BY 1, 2");
+    const before = await enqueued();
+    const totalsBefore = await totals();
+    for (const [event, count, field] of [
+      ["dead", 1, "counts/0/event"],
+      ["cancelled", 1, "counts/0/event"],
+      ["enqueued", 1, "counts/0/event"],
+      ["fenced", -1, "counts/0/count"],
+      ["overdue", 0.5, "counts/0/count"],
+    ] as const)
+      await assert.rejects(
+        api.db.ledger.addJobEvents([{ type: TYPE, event: event as OutOfStatementEvent, count }]),
+        (error: unknown) =>
+          error instanceof JobValidationError && error.problems.some((p) => p.field === field),
+        `${event} ${count}`,
+      );
+    assert.deepEqual(await totals(), totalsBefore, "a refused call writes nothing");
+    await api.db.ledger.addJobEvents([{ type: TYPE, event: "fenced", count: 2 }]);
+    assert.equal(await enqueued(), before);
+    assert.match(
+      await metrics.render(),
+      new RegExp(`^taskqueue_jobs_fenced_total\\{type="${TYPE}"\\} 2$`, "m"),
+    );
   });
 });
