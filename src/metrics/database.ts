@@ -27,6 +27,18 @@ export const JOB_COUNTERS = {
     "Handlers that had not settled JOB_ABORT_GRACE_SECONDS after a cancel or timeout aborted them: their slot was freed.",
 } as const;
 
+/**
+ * The job_totals events counter `event` sums: its own, but `failed` (retried + dead), `completed`
+ * (none: the execution histogram's count) and `enqueued` (dead + cancelled, with the completions and
+ * the live jobs added by `counterSamples`).
+ */
+function totalsOf(event: string): readonly string[] {
+  if (event === "failed") return ["retried", "dead"];
+  if (event === "enqueued") return ["dead", "cancelled"];
+  if (event === "completed") return [];
+  return [event];
+}
+
 /** A type's global limits, as the metrics read them. */
 type Limit = QueueMetrics["typeLimits"][number];
 
@@ -209,18 +221,13 @@ export class DatabaseMetrics {
     if (!s) return [];
     const byType = new Map<string, number>(this.knownTypes().map((t) => [t, 0]));
     const add = (type: string, n: number) => byType.set(type, (byType.get(type) ?? 0) + n);
-    if (event === "completed" || event === "enqueued") {
+    const events = totalsOf(event);
+    for (const t of s.types.totals) if (events.includes(t.event)) add(t.type, t.count);
+    if (event === "completed" || event === "enqueued")
       for (const h of s.types.histogram) if (h.metric === "execution") add(h.type, h.count);
-    }
-    if (event === "enqueued") {
-      // Derived (schema version 15): the jobs still in the queue plus those that left it, each
-      // counted once by the statement that moved it out; one snapshot (typeFigures), so it only grows.
-      for (const l of s.types.live) add(l.type, l.jobs);
-      for (const t of s.types.totals) if (t.event === "dead" || t.event === "cancelled") add(t.type, t.count);
-    } else if (event !== "completed") {
-      const counted = event === "failed" ? ["retried", "dead"] : [event];
-      for (const t of s.types.totals) if (counted.includes(t.event)) add(t.type, t.count);
-    }
+    // `enqueued` (schema version 15): the jobs still in the queue plus those that left it, each
+    // counted once by the statement that moved it out; one snapshot (typeFigures), so it only grows.
+    if (event === "enqueued") for (const l of s.types.live) add(l.type, l.jobs);
     return [...byType].map(([type, value]) => ({ labels: { type }, value }));
   }
 

@@ -21,9 +21,6 @@ import {
   readWorkers,
   type TypeFigures,
 } from "./reads.js";
-
-export type { OutOfStatementEvent } from "./reads.js";
-
 import { type PruneReport, pruneHistory, type RetentionPolicy } from "./retention.js";
 import {
   deleteSchedule,
@@ -58,7 +55,7 @@ export {
   type LedgerOptions,
   MAX_BATCH_JOBS,
 } from "./enqueue.js";
-export { METRICS_WINDOW_SECONDS } from "./reads.js";
+export { METRICS_WINDOW_SECONDS, type OutOfStatementEvent } from "./reads.js";
 
 /** Retry policy applied to failed and reaped attempts (DESIGN.md §4). */
 export interface BackoffPolicy {

@@ -4,7 +4,7 @@
  * exposes them.
  */
 import type { Queryable } from "../db/pool.js";
-import { JobValidationError, TaskQueueError } from "../errors.js";
+import { type FieldProblem, JobValidationError, TaskQueueError } from "../errors.js";
 import { readTypeStates, unhandledTypes } from "./job-types.js";
 import { countJobEvents, typeFigures } from "./sql/observability.js";
 import { listWorkers, metrics } from "./sql/read.js";
@@ -151,14 +151,16 @@ export async function addJobEvents(
   schema: string,
   counts: readonly { type: string; event: OutOfStatementEvent; count: number }[],
 ): Promise<void> {
-  const problems = counts.flatMap((c, i) => [
-    ...((OUT_OF_STATEMENT_EVENTS as readonly string[]).includes(c.event)
-      ? []
-      : [{ field: `counts/${i}/event`, message: `must be one of ${OUT_OF_STATEMENT_EVENTS.join(", ")}` }]),
-    ...(Number.isSafeInteger(c.count) && c.count >= 0
-      ? []
-      : [{ field: `counts/${i}/count`, message: "must be a whole number, 0 or more" }]),
-  ]);
+  const problems: FieldProblem[] = [];
+  counts.forEach((c, i) => {
+    if (!(OUT_OF_STATEMENT_EVENTS as readonly string[]).includes(c.event))
+      problems.push({
+        field: `counts/${i}/event`,
+        message: `must be one of ${OUT_OF_STATEMENT_EVENTS.join(", ")}`,
+      });
+    if (!Number.isSafeInteger(c.count) || c.count < 0)
+      problems.push({ field: `counts/${i}/count`, message: "must be a whole number, 0 or more" });
+  });
   if (problems.length > 0) throw new JobValidationError(problems);
   if (counts.length === 0) return;
   await db.query({

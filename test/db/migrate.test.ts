@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, describe, it } from "node:test";
 import { createPool } from "../../src/db/pool.js";
+import { DatabaseMetrics } from "../../src/metrics/database.js";
 import { Ledger } from "../../src/queue/ledger.js";
 import { lockClassFor } from "../../src/queue/lock-class.js";
 import { latestSchemaVersion, loadMigrations, migrate } from "../../src/queue/migrate.js";
@@ -234,6 +235,29 @@ describe("migrate", () => {
     assert.equal(metrics.jobsPerSecond, 3 / metrics.windowSeconds);
     assert.equal(metrics.errorRate, 1 / 4);
     assert.equal(metrics.averageExecutionSeconds, 0.5);
+  });
+
+  it("upgrading from version 14: the stored enqueued counts go, the summed counter keeps the jobs", async () => {
+    const schema = fresh();
+    await migrate(pool, { schema, notifyChannel: "c1", toVersion: 14 });
+    const ledger = new Ledger(pool, schema);
+    const [first] = await ledger.addJobs([{ type: "up" }, { type: "up" }, { type: "up" }]);
+    await ledger.cancelPendingJob((first as { id: number }).id);
+    const stored = `SELECT coalesce(sum(count), 0)::int AS n FROM "${schema}".job_totals WHERE event = 'enqueued'`;
+    assert.equal((await pool.query(stored)).rows[0].n, 3, "version 14's trigger counted the inserts");
+    await migrate(pool, { schema, notifyChannel: "c1" });
+    assert.equal((await pool.query(stored)).rows[0].n, 0);
+    const series = 'taskqueue_jobs_enqueued_total{type="up"} ';
+    const value = async () => {
+      const line = (await new DatabaseMetrics(ledger, 30).render())
+        .split("\n")
+        .find((l) => l.startsWith(series));
+      return Number(line?.slice(series.length));
+    };
+    assert.equal(await value(), 3, "two pending and one cancelled");
+    await ledger.addJob({ type: "up" });
+    assert.equal(await value(), 4, "the new trigger writes no count; the sum sees the job");
+    assert.equal((await pool.query(stored)).rows[0].n, 0);
   });
 
   it("the CHECK constraints hold even for writes that bypass the ledger", async () => {
