@@ -191,7 +191,7 @@ it("right after a burst of inserts, before ANALYZE sees them, a claim still walk
   }
 });
 
-it("cached plans built on an empty table still walk the claim index and reach batches through the primary key", async () => {
+it("cached plans built on an empty table still walk the claim index, and update claimed rows where they were locked", async () => {
   const fresh = await createTestDb();
   const lock = new pg.Client({ connectionString: DATABASE_URL });
   const writes = new pg.Client({ connectionString: DATABASE_URL });
@@ -242,13 +242,24 @@ it("cached plans built on an empty table still walk the claim index and reach ba
       }
       await fresh.sql("INSERT INTO jobs (type) SELECT 'noop' FROM generate_series(1, 20000)");
       const claimPlan = await explain(lock, claim);
-      // The report of due run-alone jobs probes jobs_alone_idx, which cannot serve the claim (nor
+      // The update finds the locked rows where the candidates' scan locked them (a TID scan); the
+      // primary key is walked only for rows that moved since (none here: it reads no row). The
+      // report of due run-alone jobs probes jobs_alone_idx, which cannot serve the claim (nor
       // jobs_claim_idx the probe: their predicates exclude each other).
       assert.deepEqual(scansOfJobs(claimPlan), [
         "Index Scan jobs_claim_idx",
+        "Tid Scan jobs",
         "Index Scan jobs_pkey",
         "Index Scan jobs_alone_idx",
       ]);
+      const rowsOf = (scan: string) =>
+        claimPlan.find(
+          (n) =>
+            (n["Node Type"] === "Tid Scan" ? "Tid Scan jobs" : `${n["Node Type"]} ${n["Index Name"]}`) ===
+            scan,
+        )?.["Actual Rows"];
+      assert.equal(rowsOf("Tid Scan jobs"), 800, "every claimed row found where it was locked");
+      assert.equal(rowsOf("Index Scan jobs_pkey"), 0, "no walk of the primary key when no row moved");
       assert.deepEqual(
         sortInputs(claimPlan),
         [800, 800],

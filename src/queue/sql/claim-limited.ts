@@ -43,9 +43,9 @@ export const claimLimitedJobs = (schema: string): Statement =>
      ), room AS MATERIALIZED (
        SELECT * FROM $S.type_limit_room($1::text[], $2::int) WHERE (SELECT unlocked FROM unlocked) >= 0
      ), candidates AS MATERIALIZED (
-       SELECT c.id FROM room AS r
+       SELECT c.id, c.ctid FROM room AS r
        CROSS JOIN LATERAL (
-         SELECT id, priority, run_at FROM $S.jobs
+         SELECT id, ctid, priority, run_at FROM $S.jobs
          WHERE ${ofType("type", "r.limit_type")} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          ORDER BY priority DESC, run_at, id
          LIMIT r.room

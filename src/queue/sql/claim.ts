@@ -9,14 +9,18 @@ import { fence, lockKey, type Statement, statement } from "./statement.js";
  * (type_limits: claim-limited.ts claims those) in claim order with FOR UPDATE SKIP LOCKED, take the
  * session-level advisory lock of each while its row lock is held (skipping any whose lock another
  * session still holds), and mark those claimed. Both CTEs are MATERIALIZED so that the LIMIT is
- * applied before any lock is tried. The update finds its rows through `id = ANY(ARRAY(...))`, an
- * index scan of the primary key: a join with the CTE lets the planner pick a sequential scan of
- * the whole table, which grows with the history. Not by the candidates' `ctid` (a TID scan, 0.6 µs
- * a job cheaper): a row updated after this statement's snapshot and before its row lock (still
- * pending: a `watchJob`, a retry-now) is locked at its newest version, which that snapshot does
- * not see, so a TID scan found nothing there and the job stayed unclaimed under the advisory lock
- * just taken (test/queue/row-versions.test.ts); through the primary key the update reaches the
- * visible version and follows it to the newest. The update checks the status again (written
+ * applied before any lock is tried. The update finds its rows in two steps (the completion's
+ * pattern, finish.ts). `claimed_found` reads each where the candidates' scan locked it, by its
+ * `ctid`, a TID scan (a walk of the primary key per job cost 7 % of the claim's backend CPU,
+ * `bench:statement-cpu`). A row updated after this statement's snapshot and before its row lock
+ * (still pending: a `watchJob`, a retry-now) is locked at its newest version, which that snapshot
+ * does not see, so the TID scan finds nothing there; `claimed_rest` takes the locked ids the first
+ * step did not update through the primary key (none in the common case: its ids are then not
+ * computed), which reaches the visible version and follows it to the newest. Without that second
+ * step such a job stayed unclaimed under the advisory lock just taken
+ * (test/queue/row-versions.test.ts). `claimed` is their union, inlined where it is read. A join
+ * with a CTE would let the planner pick a sequential scan of the whole table, which grows with the
+ * history, so both steps take their rows from an array. Each step checks the status again (written
  * `coalesce(status, '')` so that the planner cannot answer it from jobs_claim_idx, whose predicate
  * `status = 'pending'` would otherwise make it walk that whole index for the ids, as the fence's
  * status test does for jobs_stale_idx): the row lock taken by the candidates' scan already keeps
@@ -114,7 +118,7 @@ const claimCtes = (p: {
 }): string =>
   p.oneType
     ? `candidates AS MATERIALIZED (
-       SELECT id FROM $S.jobs
+       SELECT id, ctid FROM $S.jobs
        WHERE ${ofType("type", `(${p.types}::text[])[1]`)} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          AND (${p.types}::text[])[1] <> ALL(${UNCLAIMED_TYPES}) AND ${p.after}
        ORDER BY priority DESC, run_at, id
@@ -123,7 +127,7 @@ const claimCtes = (p: {
      ${CLAIM_TAIL(p)}`
     : p.alone
       ? `candidates AS MATERIALIZED (
-       SELECT id FROM $S.jobs
+       SELECT id, ctid FROM $S.jobs
        WHERE status = 'pending' AND run_alone AND run_at <= now()
          AND type = ANY(${p.types}::text[]) AND type <> ALL(${PAUSED_TYPES}) AND ${p.after}
        ORDER BY priority DESC, run_at, id
@@ -131,9 +135,9 @@ const claimCtes = (p: {
        FOR UPDATE SKIP LOCKED
      ${CLAIM_TAIL(p)}`
       : `candidates AS MATERIALIZED (
-       SELECT c.id FROM unnest(${p.types}::text[]) AS t(type)
+       SELECT c.id, c.ctid FROM unnest(${p.types}::text[]) AS t(type)
        CROSS JOIN LATERAL (
-         SELECT id, priority, run_at FROM $S.jobs
+         SELECT id, ctid, priority, run_at FROM $S.jobs
          WHERE ${ofType("type", "t.type")} AND status = 'pending' AND NOT run_alone AND run_at <= now()
          ORDER BY priority DESC, run_at, id
          LIMIT ${p.limit}
@@ -162,20 +166,33 @@ export const PAUSED_TYPES = "ARRAY(SELECT type FROM $S.paused_types)";
 const UNCLAIMED_TYPES = "ARRAY(SELECT type FROM $S.paused_types UNION ALL SELECT type FROM $S.type_limits)";
 
 /**
- * The CTEs after `candidates` (see {@link claimCtes}): the advisory locks, the `claimed` update and
- * its status accounting. Shared with the limited claim (claim-limited.ts).
+ * The CTEs after `candidates` (whose rows carry `id` and `ctid`, see {@link claimCtes}): the
+ * advisory locks (`locked`), the update in two steps (`claimed_found`, `claimed_rest`; see
+ * {@link claimJobs}), their union `claimed`, and its status accounting. Shared with the limited
+ * claim (claim-limited.ts).
  */
-export const CLAIM_TAIL = (p: { lockClass: string; workerId: string }): string =>
-  `), locked AS MATERIALIZED (
-       SELECT id FROM candidates WHERE pg_try_advisory_lock(${lockKey(p.lockClass, "id")})
-     ), claimed AS (
-       UPDATE $S.jobs AS j
-       SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = ${p.workerId}
-       WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND coalesce(j.status, '') = 'pending'
-       RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.timeout_seconds, j.ctid
+export const CLAIM_TAIL = (p: { lockClass: string; workerId: string }): string => {
+  const set = `SET status = 'claimed', claimed_at = now(), heartbeat_at = now(), started_at = NULL, worker_id = ${p.workerId}`;
+  const returning =
+    "RETURNING j.id, j.type, j.payload, j.priority, j.attempt, j.max_retries, j.run_at, j.timeout_seconds, j.ctid";
+  return `), locked AS MATERIALIZED (
+       SELECT id, ctid FROM candidates WHERE pg_try_advisory_lock(${lockKey(p.lockClass, "id")})
+     ), claimed_found AS (
+       UPDATE $S.jobs AS j ${set}
+       WHERE j.ctid = ANY(ARRAY(SELECT ctid FROM locked)) AND coalesce(j.status, '') = 'pending'
+       ${returning}
+     ), claimed_rest AS (
+       UPDATE $S.jobs AS j ${set}
+       WHERE j.id = ANY(CASE WHEN (SELECT count(*) FROM claimed_found) = (SELECT count(*) FROM locked) THEN '{}'::bigint[]
+                             ELSE ARRAY(SELECT id FROM locked EXCEPT ALL SELECT id FROM claimed_found) END::bigint[])
+         AND coalesce(j.status, '') = 'pending'
+       ${returning}
+     ), claimed AS NOT MATERIALIZED (
+       SELECT * FROM claimed_found UNION ALL SELECT * FROM claimed_rest
      ), claim_counted AS (
        ${countStatuses("SELECT 'pending'::text, -count(*) FROM claimed")}
      )`;
+};
 
 /**
  * Fenced claimed → running. $1 ids bigint[], $2 attempts int[], $3 worker id. Returns ids that moved.
