@@ -119,11 +119,13 @@ it("a completion the fence refuses is refused, whether its row is found at its v
 });
 
 it("a job updated after a claim's snapshot and before its row lock (still pending) is claimed, and its lock released with it", async () => {
-  // The claim's update reaches its rows through the primary key: the row lock follows a job
-  // updated meanwhile to its newest version, which the statement's snapshot does not see, so an
-  // update by the candidates' ctid found nothing and left the job unclaimed under a fresh
-  // advisory lock. The limited claim makes the window deterministic: it takes its snapshot, then
-  // waits for the type's limit row, which this test holds while the job is updated.
+  // The row lock follows a job updated meanwhile to its newest version, which the statement's
+  // snapshot does not see, so the claim's update by the candidates' ctid (claimed_found) finds
+  // nothing there; its second step (claimed_rest) reaches the job through the primary key.
+  // Without that step the job stayed unclaimed under a fresh advisory lock. The limited claim
+  // (which shares that update with every claim, CLAIM_TAIL) makes the window deterministic: it
+  // takes its snapshot, then waits for the type's limit row, which this test holds while the job
+  // is updated.
   await db.sql("DELETE FROM type_limits");
   await db.ledger.setTypeLimit("capped", { maxRunning: 5 });
   const job = await db.ledger.addJob({ type: "capped" });
