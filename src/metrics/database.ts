@@ -28,16 +28,25 @@ export const JOB_COUNTERS = {
 } as const;
 
 /**
- * The job_totals events counter `event` sums: its own, but `failed` (retried + dead), `completed`
- * (none: the execution histogram's count) and `enqueued` (dead + cancelled, with the completions and
- * the live jobs added by `counterSamples`).
+ * Where each counter's count comes from, in one snapshot (typeFigures): the job_totals `events` it
+ * sums; `completions`, the execution histogram's count (each completion counted once by its
+ * statement); `live`, the type's jobs still in the queue (pending, claimed or running). `failed` is
+ * retried + dead; `enqueued` (schema version 15) is every job still in the queue plus those that
+ * left it, each counted once by the statement that moved it out, so it only grows.
  */
-function totalsOf(event: string): readonly string[] {
-  if (event === "failed") return ["retried", "dead"];
-  if (event === "enqueued") return ["dead", "cancelled"];
-  if (event === "completed") return [];
-  return [event];
-}
+const COUNTER_SOURCES: Record<
+  keyof typeof JOB_COUNTERS,
+  { events: readonly string[]; completions?: true; live?: true }
+> = {
+  enqueued: { events: ["dead", "cancelled"], completions: true, live: true },
+  completed: { events: [], completions: true },
+  failed: { events: ["retried", "dead"] },
+  retried: { events: ["retried"] },
+  dead: { events: ["dead"] },
+  cancelled: { events: ["cancelled"] },
+  fenced: { events: ["fenced"] },
+  overdue: { events: ["overdue"] },
+};
 
 /** A type's global limits, as the metrics read them. */
 type Limit = QueueMetrics["typeLimits"][number];
@@ -64,7 +73,7 @@ export class DatabaseMetrics {
   ) {
     processMetrics(this.registry);
     const r = this.registry;
-    for (const [event, help] of Object.entries(JOB_COUNTERS))
+    for (const [event, help] of Object.entries(JOB_COUNTERS) as [keyof typeof JOB_COUNTERS, string][])
       snapshotMetric(r, {
         name: `taskqueue_jobs_${event}_total`,
         help: `${help} By job type, database-wide, since schema version 8.`,
@@ -216,18 +225,16 @@ export class DatabaseMetrics {
     return [...types].sort();
   }
 
-  private counterSamples(event: string): Sample[] {
+  private counterSamples(event: keyof typeof JOB_COUNTERS): Sample[] {
     const s = this.snapshot;
     if (!s) return [];
     const byType = new Map<string, number>(this.knownTypes().map((t) => [t, 0]));
     const add = (type: string, n: number) => byType.set(type, (byType.get(type) ?? 0) + n);
-    const events = totalsOf(event);
-    for (const t of s.types.totals) if (events.includes(t.event)) add(t.type, t.count);
-    if (event === "completed" || event === "enqueued")
+    const source = COUNTER_SOURCES[event];
+    for (const t of s.types.totals) if (source.events.includes(t.event)) add(t.type, t.count);
+    if (source.completions)
       for (const h of s.types.histogram) if (h.metric === "execution") add(h.type, h.count);
-    // `enqueued` (schema version 15): the jobs still in the queue plus those that left it, each
-    // counted once by the statement that moved it out; one snapshot (typeFigures), so it only grows.
-    if (event === "enqueued") for (const l of s.types.live) add(l.type, l.jobs);
+    if (source.live) for (const l of s.types.live) add(l.type, l.jobs);
     return [...byType].map(([type, value]) => ({ labels: { type }, value }));
   }
 

@@ -1,7 +1,7 @@
 import { countStatuses } from "./accounting.js";
 import { CLAIMED_SELECT_LIST } from "./columns.js";
 import { unlockSelect } from "./finish.js";
-import { fence, lockKey, type Statement, statement } from "./statement.js";
+import { fence, idsNotFound, lockKey, type Statement, statement } from "./statement.js";
 
 /**
  * The claim protocol (DESIGN.md §5), one statement, one round trip, on the worker's lock session:
@@ -183,9 +183,7 @@ export const CLAIM_TAIL = (p: { lockClass: string; workerId: string }): string =
        ${returning}
      ), claimed_rest AS (
        UPDATE $S.jobs AS j ${set}
-       WHERE j.id = ANY(CASE WHEN (SELECT count(*) FROM claimed_found) = (SELECT count(*) FROM locked) THEN '{}'::bigint[]
-                             ELSE ARRAY(SELECT id FROM locked EXCEPT ALL SELECT id FROM claimed_found) END::bigint[])
-         AND coalesce(j.status, '') = 'pending'
+       WHERE j.id = ANY(${idsNotFound("locked", "claimed_found")}) AND coalesce(j.status, '') = 'pending'
        ${returning}
      ), claimed AS NOT MATERIALIZED (
        SELECT * FROM claimed_found UNION ALL SELECT * FROM claimed_rest

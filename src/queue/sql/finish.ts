@@ -8,7 +8,7 @@ import {
   wakeForDue,
 } from "./accounting.js";
 import { type JsonArrayType, jsonArrayElements } from "./params.js";
-import { fence, JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
+import { fence, idsNotFound, JOB_COLUMNS, lockKey, type Statement, statement } from "./statement.js";
 import { notifyWatched } from "./waits.js";
 
 /**
@@ -155,11 +155,7 @@ const completionCtes = (p: { workerId: string; results: JsonArrayType }) => {
        RETURNING ${returning}
      ), done_rest AS (
        UPDATE $S.jobs AS j SET ${set}
-       FROM i WHERE ${held(
-         p.workerId,
-         `CASE WHEN (SELECT count(*) FROM done_found) = (SELECT count(*) FROM i) THEN '{}'::bigint[]
-                                 ELSE ARRAY(SELECT id FROM i EXCEPT ALL SELECT id FROM done_found) END`,
-       )}
+       FROM i WHERE ${held(p.workerId, idsNotFound("i", "done_found"))}
        RETURNING ${returning}
      ), ${recordCompletions("done", DONE_ROWS)}`;
 };

@@ -80,6 +80,16 @@ export const fence = (p: {
        AND j.worker_id = ${p.workerParam} AND coalesce(j.status, '') IN (${p.heldStatuses})`;
 
 /**
+ * The second step of a write that first finds its rows by version (a TID scan, CTE `found`) and
+ * then by id the rows that moved since (the claim and the completion): the ids of relation `all`
+ * (a CTE with an `id` column) that `found` did not return, as a `bigint[]`. When `found` returned
+ * as many rows as `all` holds, none, without computing the difference (the common case).
+ */
+export const idsNotFound = (all: string, found: string): string =>
+  `CASE WHEN (SELECT count(*) FROM ${found}) = (SELECT count(*) FROM ${all}) THEN '{}'::bigint[]
+        ELSE ARRAY(SELECT id FROM ${all} EXCEPT ALL SELECT id FROM ${found}) END::bigint[]`;
+
+/**
  * Columns of a job as every read returns them, each named as its field of `Job` (derived from
  * ../job-shape.ts by columns.ts), so a row is a `Job` as it arrives.
  */
